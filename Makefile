@@ -1,0 +1,34 @@
+# `make lab` opens the course; `make test` runs every unit test and every notebook at ci scale.
+# Both create .venv with the pinned dependencies on their first run.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export OMP_WAIT_POLICY ?= PASSIVE
+
+.PHONY: lab test unit notebooks bench clean-venv
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "lmcourse needs Python >= 3.10; this is " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+test: $(STAMP)
+	LMCOURSE_SCALE=ci $(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env -q
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests -q
+
+notebooks: $(STAMP)
+	LMCOURSE_SCALE=ci $(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env -q
+
+bench: $(STAMP)
+	LMCOURSE_DATA=$${LMCOURSE_DATA:-../shared/data} $(BIN)/python benchmarks/run_all.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,20 @@
+"""lmcourse: the implementations behind the course's lessons.
+
+Importing the package first sets a passive OpenMP wait policy. On a small machine, torch's
+default spinning worker threads slow down many-fold whenever another process (a Jupyter
+server, a second test) holds a core; waiting passively avoids that. It only takes effect when
+lmcourse is imported before torch, which is what every notebook does.
+"""
+import os as _os
+
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from .config import DATASET, SCALE, device, seed_everything  # noqa: E402
+from .vocab import Vocab  # noqa: E402
+from .lm import LanguageModel, bits_per_char, perplexity  # noqa: E402
+
+__all__ = [
+    "DATASET", "SCALE", "device", "seed_everything",
+    "Vocab", "LanguageModel", "perplexity", "bits_per_char",
+]
+__version__ = "0.1.0"

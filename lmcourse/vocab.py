@@ -1,0 +1,61 @@
+"""The vocabulary: a fixed list of token strings and its inverse."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import torch
+
+EOS = "<eos>"
+UNK = "<unk>"
+
+
+class Vocab:
+    """``itos[i]`` is the string of id ``i``; ``stoi[s]`` is the id of string ``s``."""
+
+    def __init__(self, itos: Sequence[str]):
+        self.itos = list(itos)
+        self.stoi = {s: i for i, s in enumerate(self.itos)}
+        if len(self.stoi) != len(self.itos):
+            raise ValueError("The vocabulary lists a token twice: give each token string once.")
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def __contains__(self, token: str) -> bool:
+        return token in self.stoi
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Vocab) and self.itos == other.itos
+
+    def __repr__(self) -> str:
+        return f"Vocab({len(self)} tokens: {' '.join(self.itos[:8])} ...)"
+
+    @property
+    def eos(self) -> int:
+        """The id of ``<eos>`` (for a character vocabulary, of the newline)."""
+        for s in (EOS, "\n"):
+            if s in self.stoi:
+                return self.stoi[s]
+        raise KeyError("This vocabulary has neither '<eos>' nor a newline to end a line with.")
+
+    def encode(self, tokens: Iterable[str]) -> torch.Tensor:
+        """Map strings to a 1-D LongTensor of ids; a string outside the vocabulary is an error."""
+        tokens = list(tokens)
+        try:
+            return torch.tensor([self.stoi[t] for t in tokens], dtype=torch.long)
+        except KeyError as err:
+            hint = f" Map rare words to '{UNK}' first." if UNK in self.stoi else ""
+            raise KeyError(f"The token {err.args[0]!r} is not in the vocabulary of {len(self)} tokens.{hint}") from None
+
+    def decode(self, ids) -> list[str]:
+        """Map ids (a tensor or a list) back to strings."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return [self.itos[i] for i in ids]
+
+    def to_text(self, ids) -> str:
+        """Readable text: words joined by spaces with ``<eos>`` as a line break; characters joined as they are."""
+        words = self.decode(ids)
+        if all(len(w) == 1 for w in self.itos):
+            return "".join(words)
+        return " ".join(words).replace(f" {EOS} ", "\n").replace(EOS, "\n")

@@ -1,0 +1,28 @@
+"""Shared test set-up: the real corpora come from LMCOURSE_DATA, or ../shared/data beside the repo."""
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+REPO = Path(__file__).resolve().parents[1]
+_SHARED = REPO.parent / "shared" / "data"
+if "LMCOURSE_DATA" not in os.environ and _SHARED.is_dir():
+    os.environ["LMCOURSE_DATA"] = str(_SHARED)
+
+
+def _has(folder: Path, name: str) -> bool:
+    d = folder / name
+    return d.is_dir() and any(d.iterdir())
+
+
+@pytest.fixture(scope="session")
+def real_data_dir() -> Path:
+    """The folder holding ptb/, wikitext-2/ and tinyshakespeare/; skips when they are absent."""
+    env = os.environ.get("LMCOURSE_DATA")
+    folder = Path(env) if env else None
+    if folder is None or not (_has(folder, "ptb") or _has(folder, "wikitext-2")):
+        pytest.skip("The real corpora are not here: set LMCOURSE_DATA to a folder holding ptb/ and wikitext-2/ "
+                    "(CI uses ../shared/data).")
+    return folder
