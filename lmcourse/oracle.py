@@ -61,7 +61,7 @@ class Oracle(LanguageModel):
         word = lex.topic_weight / np.maximum(totals[:, lex.cat], 1)       # (K, V)
         special = np.isin(lex.cat, [CAT["NAME"], CAT["VALUE"]])
         word[:, special] = 1.0                                            # handled by the CRP / lookup
-        self.log_word = _log(word)                                        # (K, V)
+        self.word, self.log_word = word, _log(word)                       # (K, V)
         self.cat = lex.cat                                                # (V,)
         self.is_name = lex.cat == CAT["NAME"]
         self.alpha = params.name_alpha
@@ -158,9 +158,10 @@ class Oracle(LanguageModel):
 
     def next_log_probs(self, state: dict) -> torch.Tensor:
         C = state["C"]
-        log_post = C - _logsumexp(C, 1)[:, None]                          # (B, K)
-        terms = self.log_emit[state["s"]][:, :, self.cat] + self.log_word[None]  # (B, K, V)
-        logp = _logsumexp(log_post[:, :, None] + terms, 1)                # (B, V)
+        post = np.exp(C - _logsumexp(C, 1)[:, None])                     # (B, K)
+        emit = np.exp(self.log_emit[state["s"]])                          # (B, K, C)
+        p = np.einsum("bk,bkv->bv", post, emit[:, :, self.cat] * self.word[None])  # (B, V)
+        logp = _log(p)
         n = state["names"]
         j = n.sum(1, keepdims=True)
         crp = (n + self.alpha * self.lex.name_base[None]) / (j + self.alpha)

@@ -1,0 +1,104 @@
+"""The embedded corpus: size, determinism, and the phenomena each lesson needs."""
+import hashlib
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from lmcourse.embedded import ensure, load_params, write_corpus
+from lmcourse.grammar import CAT, Params, build_lexicon
+from lmcourse.oracle import Oracle
+from lmcourse.vocab import Vocab
+
+SMALL = replace(Params(), train_tokens=20_000, valid_tokens=3_000, test_tokens=3_000)
+
+
+def read_split(folder, split, vocab):
+    words = []
+    for line in (folder / f"{split}.txt").read_text().splitlines():
+        words += line.split() + ["<eos>"]
+    return vocab.encode(words)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = ensure(tmp_path_factory.mktemp("embedded") / "default")
+    vocab = Vocab((folder / "vocab.txt").read_text().splitlines())
+    return folder, vocab, {s: read_split(folder, s, vocab) for s in ("train", "valid", "test")}
+
+
+def digest(folder):
+    return {f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in ("train.txt", "valid.txt", "test.txt", "vocab.txt")}
+
+
+def test_same_seed_same_bytes_and_other_seed_differs(tmp_path):
+    a, b = write_corpus(tmp_path / "a", SMALL), write_corpus(tmp_path / "b", SMALL)
+    c = write_corpus(tmp_path / "c", replace(SMALL, seed=SMALL.seed + 1))
+    assert digest(a) == digest(b)
+    assert digest(a)["train.txt"] != digest(c)["train.txt"]
+    assert load_params(a) == SMALL
+
+
+def test_sizes_are_ptb_like(corpus):
+    _, vocab, splits = corpus
+    assert 950_000 <= len(splits["train"]) <= 1_050_000
+    for s in ("valid", "test"):
+        assert 78_000 <= len(splits[s]) <= 82_000
+    assert 9_000 <= len(vocab) <= 11_000
+    assert {"<eos>", "<unk>", "N", "<doc>"} <= set(vocab.itos)
+    seen = torch.unique(splits["train"]).numel()
+    assert seen > 0.7 * len(vocab)  # most types occur; a Zipf tail stays rare
+
+
+def test_every_line_is_grammatical(corpus):
+    _, vocab, splits = corpus
+    oracle = Oracle(vocab)
+    for s in ("valid", "test"):
+        assert torch.isfinite(oracle.score(splits[s])).all()
+
+
+def test_long_range_agreement_and_paired_delimiters(corpus):
+    _, vocab, splits = corpus
+    x = splits["test"]
+    verbs, dist = Oracle(vocab).agreement(x)
+    assert (dist > 5).float().mean() > 0.05          # many verbs sit beyond a 5-gram's window
+    lex = build_lexicon(Params())
+    head = x[verbs - dist].numpy()
+    head_pl = np.isin(lex.cat[head], [CAT["NOUN_PL"], CAT["PRON_PL"]])
+    verb_pl = lex.cat[x[verbs].numpy()] == CAT["VERB_PL"]
+    assert np.array_equal(head_pl, verb_pl)          # the verb's number always follows its subject
+    lrb, rrb = vocab.stoi["-lrb-"], vocab.stoi["-rrb-"]
+    line = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(x[:-1] == vocab.eos, 0)])
+    opens = torch.bincount(line[x == lrb], minlength=int(line[-1]) + 1)
+    closes = torch.bincount(line[x == rrb], minlength=int(line[-1]) + 1)
+    assert opens.sum() > 50 and torch.equal(opens, closes)
+    span = torch.nonzero(x == rrb).squeeze(1) - torch.nonzero(x == lrb).squeeze(1)
+    assert (span > 4).float().mean() > 0.2           # many parentheses close beyond a 5-gram
+
+
+def test_rare_names_recur_within_documents(corpus):
+    _, vocab, splits = corpus
+    x = splits["train"].numpy()
+    lex = build_lexicon(Params())
+    is_name = lex.cat[x] == CAT["NAME"]
+    doc = np.cumsum(x == vocab.stoi["<doc>"])[is_name]
+    names = x[is_name]
+    key = doc * len(vocab) + names
+    _, first = np.unique(key, return_index=True)
+    repeat_share = 1 - len(first) / len(names)
+    assert repeat_share > 0.5                         # most mentions repeat a name from the same doc
+    per_type = np.bincount(names)[np.unique(names)]
+    n_docs_per_type = np.bincount(np.unique(key) % len(vocab))[np.unique(names)]
+    assert np.median(n_docs_per_type) <= 2            # ...yet a typical name lives in one or two docs
+    assert np.median(per_type) >= 2
+
+
+def test_topics_shift_between_documents(corpus):
+    _, vocab, splits = corpus
+    x = splits["valid"]
+    post = Oracle(vocab).topic_posterior(x)
+    ends = torch.nonzero(x == vocab.stoi["<doc>"]).squeeze(1)[1:] - 1
+    assert post[ends].max(1).values.mean() > 0.9     # by a document's end its topic is clear
+    winners = post[ends].argmax(1)
+    assert winners.unique().numel() == Params().n_topics  # and documents differ in topic
