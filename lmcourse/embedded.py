@@ -21,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .grammar import CAT, SCALE, Grammar, Lexicon, Params, build_grammar, build_lexicon
+from .grammar import (CAT, NOUN_CATS, SCALE, VERB_CATS, Grammar, Lexicon, Params, build_grammar, build_lexicon,
+                      preference_mass)
 
-FORMAT = 1  # bump when the story changes, so stale caches are rebuilt
+FORMAT = 3  # bump when the story changes, so stale caches are rebuilt
 NAME_SLOT, VALUE_SLOT = -1, -2
 
 
@@ -45,7 +46,7 @@ class Sampler:
         return out
 
 
-def _sentences(lex: Lexicon, gram: Grammar, topic: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
+def _sentences(lex: Lexicon, gram: Grammar, params: Params, topic: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
     """Run the sentence automaton for every row at once -> (tokens (B, L) padded with -3, lengths)."""
     K, C = gram.emit.shape[1], gram.emit.shape[2]
     cat_draw = Sampler(gram.emit.reshape(-1, C))                      # rows: state * K + topic
@@ -54,8 +55,9 @@ def _sentences(lex: Lexicon, gram: Grammar, topic: np.ndarray, rng) -> tuple[np.
         ids = lex.cat == c
         word_rows[np.arange(K) * C + c, :] = np.where(ids, lex.topic_weight, 0)
     word_draw = Sampler(word_rows)
+    prefer = _Preference(lex, params)
     B = len(topic)
-    state = np.full(B, gram.start)
+    state, verb = np.full(B, gram.start), np.zeros(B, dtype=np.int64)
     active = np.ones(B, dtype=bool)
     columns = []
     while active.any():
@@ -65,11 +67,35 @@ def _sentences(lex: Lexicon, gram: Grammar, topic: np.ndarray, rng) -> tuple[np.
         w[rows] = word_draw.draw(topic[rows] * C + c, rng)
         w[rows[c == CAT["NAME"]]] = NAME_SLOT
         w[rows[c == CAT["VALUE"]]] = VALUE_SLOT
+        obj = gram.object_noun[state[rows]] & np.isin(c, NOUN_CATS)
+        w[rows[obj]] = prefer.apply(w[rows[obj]], c[obj], topic[rows[obj]], verb[rows[obj]], rng)
+        is_verb = np.isin(c, VERB_CATS)
+        verb[rows[is_verb]] = lex.lemma[w[rows[is_verb]]]
         columns.append(w)
         state[rows] = gram.delta[state[rows], c]
         active[rows[c == CAT["EOS"]]] = False
     tokens = np.stack(columns, axis=1)
     return tokens, (tokens != -3).sum(1)
+
+
+class _Preference:
+    """Object nouns after verb v: with probability q = (beta-1) S / (1 + (beta-1) S) redraw from v's
+    preferred nouns (weighted by topic), which gives exactly the distribution in grammar.preference_mass."""
+
+    def __init__(self, lex: Lexicon, params: Params):
+        self.lex, self.beta = lex, params.preference
+        self.S = preference_mass(lex)                                          # (K, n_verbs)
+        sg = lex.topic_weight[:, lex.noun_ids[0]]                              # (K, n_nouns)
+        self.draw_pref = Sampler(sg[:, lex.prefer].reshape(-1, lex.prefer.shape[1]))  # rows z * n_verbs + v
+
+    def apply(self, w, c, z, v, rng):
+        S = self.S[z, v]
+        q = (self.beta - 1) * S / (1 + (self.beta - 1) * S)
+        redraw = rng.random(len(w)) < q
+        col = self.draw_pref.draw(z * self.lex.prefer.shape[0] + v, rng)
+        lemma = self.lex.prefer[v, col]
+        form = self.lex.noun_ids[(c == CAT["NOUN_PL"]).astype(int), lemma]
+        return np.where(redraw, form, w)
 
 
 def _fill_names(stream: np.ndarray, doc: np.ndarray, lex: Lexicon, params: Params, rng) -> None:
@@ -124,7 +150,7 @@ def _draw_lines(lex: Lexicon, gram: Grammar, params: Params, n_lines: int, rng) 
     is_doc[0] = True
     doc = np.cumsum(is_doc) - 1                                      # (lines,) document of each line
     topic = rng.integers(0, params.n_topics, size=doc[-1] + 1)[doc]
-    body, lengths = _sentences(lex, gram, topic[~is_doc], rng)
+    body, lengths = _sentences(lex, gram, params, topic[~is_doc], rng)
     doc_line, sentences = np.array([CAT_DOC_ID, EOS_ID]), iter([row[:n] for row, n in zip(body, lengths)])
     return [doc_line if d else next(sentences) for d in is_doc]
 

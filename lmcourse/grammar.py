@@ -9,6 +9,9 @@ The story, and which knob makes which phenomenon:
   finite automaton over word *categories* (determiner, adjective, singular noun, ...). Every word
   type belongs to exactly one category, so the automaton's state is a function of the words read.
   Knobs: the emission weights in :func:`build_grammar` and the per-topic ``style``.
+- **Word-level collocations** (what a higher-order n-gram adds): each verb prefers a few object
+  nouns, which follow it two to four words later. Knobs: ``Params.preference`` (how strongly)
+  and ``Params.n_preferred`` (how many nouns per verb).
 - **Long-range agreement**: a subject's number (singular/plural) must agree with its verb, with a
   prepositional phrase (holding an "attractor" noun of any number), a relative clause and a
   parenthesis allowed in between. Knobs: ``style["pp"]``, ``style["rel"]``, ``style["paren"]``.
@@ -91,12 +94,14 @@ class Params:
     n_names: int = 3600
     n_keys: int = 100
     n_values: int = 100
-    zipf_a: float = 1.05       # open-class weights fall as 1 / (rank + 2) ** zipf_a
+    zipf_a: float = 1.2       # open-class weights fall as 1 / (rank + 2) ** zipf_a
     topic_boost: float = 8.0   # weight multiplier for a document's own topic words
     off_topic: float = 0.08    # weight multiplier for other topics' words
     general_share: float = 0.3  # fraction of open-class lemmas shared by all topics
     name_alpha: float = 2.0    # CRP concentration: P(new name) = alpha / (names so far + alpha)
     doc_sentences: float = 24.0  # mean sentences per document (geometric)
+    preference: float = 300.0  # weight multiplier for a verb's preferred object nouns
+    n_preferred: int = 4       # preferred object nouns per verb
     lookup_rate: float = 0.06  # share of objects that are a key-value lookup
     lookup_sharpness: float = 2.5  # scale of the key->value log-probability matrix
     train_tokens: int = 1_000_000
@@ -123,6 +128,8 @@ class Lexicon:
     key_index: np.ndarray            # (V,) index of a key word, or -1
     value_ids: np.ndarray            # (n_values,) word ids of the values
     lookup: np.ndarray = field(default=None)  # (n_keys, n_values) int64 weights of p(value | key)
+    prefer: np.ndarray = field(default=None)  # (n_verbs, n_preferred) noun lemmas each verb prefers
+    noun_ids: np.ndarray = field(default=None)  # (2, n_nouns) word ids of each noun lemma: singular, plural
 
 
 def plural(w: str) -> str:
@@ -236,8 +243,11 @@ def build_lexicon(params: Params) -> Lexicon:
     key_index[cat == CAT["KEY"]] = np.arange(params.n_keys)
     A = rng.standard_normal((params.n_keys, params.n_values))
     lookup = quantise(np.exp(params.lookup_sharpness * (A - A.max(1, keepdims=True))))
+    top = min(len(nouns), 400)
+    prefer = np.stack([rng.choice(top, params.n_preferred, replace=False) for _ in verbs])
+    noun_ids = np.stack([np.flatnonzero(cat == CAT["NOUN_SG"]), np.flatnonzero(cat == CAT["NOUN_PL"])])
     return Lexicon(words, cat, lemma, topic_weight, name_base, key_index,
-                   np.flatnonzero(cat == CAT["VALUE"]), lookup)
+                   np.flatnonzero(cat == CAT["VALUE"]), lookup, prefer, noun_ids)
 
 
 # ----------------------------------------------------------------------------- grammar
@@ -256,6 +266,11 @@ class Grammar:
     @property
     def dead(self) -> int:
         return len(self.states) - 1
+
+    @property
+    def object_noun(self) -> np.ndarray:
+        """(S,) True where a noun emitted from the state heads a verb's object."""
+        return np.char.startswith(np.array(self.states), "OBJ_")
 
 
 STYLE_KEYS = ("pp", "rel", "paren", "conj", "adj")
@@ -353,3 +368,17 @@ def build_grammar(params: Params) -> Grammar:
     delta[index["START"], CAT["DOC"]] = index["DOCLINE"]
     emit = quantise(emit)
     return Grammar(names, delta, emit, int(round(SCALE / params.doc_sentences)), styles)
+
+
+def preference_mass(lex: Lexicon) -> np.ndarray:
+    """(K, n_verbs) S[z, v]: the probability, under topic z, of the nouns that verb v prefers.
+
+    An object noun after verb v has probability
+    p(n | z, v) = p(n | z) (1 + (beta - 1) [n preferred by v]) / (1 + (beta - 1) S[z, v])."""
+    sg = lex.noun_ids[0]
+    w = lex.topic_weight[:, sg] / lex.topic_weight[:, sg].sum(1, keepdims=True)  # (K, n_nouns)
+    return w[:, lex.prefer].sum(-1)                                               # (K, n_verbs)
+
+
+VERB_CATS = (CAT["VERB_SG"], CAT["VERB_PL"], CAT["VERB_PAST"])
+NOUN_CATS = (CAT["NOUN_SG"], CAT["NOUN_PL"])

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .grammar import CAT, SCALE, Params, build_grammar, build_lexicon
+from .grammar import CAT, NOUN_CATS, SCALE, VERB_CATS, Params, build_grammar, build_lexicon, preference_mass
 from .lm import LanguageModel, check_tokens
 from .vocab import Vocab
 
@@ -70,6 +70,17 @@ class Oracle(LanguageModel):
         self.value_index = np.full(len(lex.words), -1)
         self.value_index[lex.value_ids] = np.arange(len(lex.value_ids))
         self.eos, self.doc = vocab.stoi["<eos>"], vocab.stoi["<doc>"]
+        self.beta, self.S = params.preference, preference_mass(lex)         # (K, n_verbs)
+        self.preferred = np.zeros((len(lex.prefer), len(lex.words)), dtype=bool)  # (n_verbs, V)
+        for form in lex.noun_ids:
+            self.preferred[np.arange(len(lex.prefer))[:, None], form[lex.prefer]] = True
+        self.is_noun, self.is_verb = np.isin(lex.cat, NOUN_CATS), np.isin(lex.cat, VERB_CATS)
+        self.object_noun = gram.object_noun                                # (S,)
+
+    def _preference(self, x: np.ndarray, verb: np.ndarray) -> np.ndarray:
+        """log of the selectional-preference factor for object nouns x after verbs ``verb``: (n, K)."""
+        boost = 1 + (self.beta - 1) * self.preferred[verb, x]              # (n,)
+        return np.log(boost)[:, None] - np.log1p((self.beta - 1) * self.S[:, verb].T)
 
     # ------------------------------------------------------------------ whole-stream scoring
     def states(self, x: np.ndarray) -> np.ndarray:
@@ -90,6 +101,9 @@ class Oracle(LanguageModel):
         the document so far (N, K), and the document segment of each token."""
         s, c = self.states(x), self.cat[x]
         ll = self.log_emit[s, :, c] + self.log_word[:, x].T               # (N, K)
+        obj = np.flatnonzero(self.object_noun[s] & self.is_noun[x])
+        last_verb = np.maximum.accumulate(np.where(self.is_verb[x], np.arange(len(x)), 0))
+        ll[obj] += self._preference(x[obj], self.lex.lemma[x[last_verb[obj]]])
         ll_post = np.where(np.isfinite(ll), ll, -1e4)
         ll_post -= ll_post.max(1, keepdims=True)
         seg = np.concatenate([[0], np.cumsum(x[:-1] == self.doc)])        # topic resets after <doc>
@@ -154,13 +168,21 @@ class Oracle(LanguageModel):
     def start(self, batch_size: int = 1) -> dict:
         B, K = batch_size, self.params.n_topics
         return {"s": np.full(B, self.gram.start), "C": np.zeros((B, K)),
-                "names": np.zeros((B, len(self.vocab))), "prev": np.full(B, self.eos)}
+                "names": np.zeros((B, len(self.vocab))), "prev": np.full(B, self.eos),
+                "verb": np.zeros(B, dtype=np.int64)}
 
     def next_log_probs(self, state: dict) -> torch.Tensor:
         C = state["C"]
         post = np.exp(C - _logsumexp(C, 1)[:, None])                     # (B, K)
         emit = np.exp(self.log_emit[state["s"]])                          # (B, K, C)
-        p = np.einsum("bk,bkv->bv", post, emit[:, :, self.cat] * self.word[None])  # (B, V)
+        terms = emit[:, :, self.cat] * self.word[None]                    # (B, K, V)
+        obj = np.flatnonzero(self.object_noun[state["s"]])
+        if len(obj):
+            nouns = np.flatnonzero(self.is_noun)
+            v = state["verb"][obj]
+            factor = np.exp(self._preference(np.tile(nouns, len(obj)), np.repeat(v, len(nouns))))
+            terms[obj[:, None], :, nouns[None, :]] *= factor.reshape(len(obj), len(nouns), -1)
+        p = np.einsum("bk,bkv->bv", post, terms)                          # (B, V)
         logp = _log(p)
         n = state["names"]
         j = n.sum(1, keepdims=True)
@@ -175,6 +197,8 @@ class Oracle(LanguageModel):
         x = torch.as_tensor(tokens).cpu().numpy().astype(np.int64)
         s, c = state["s"], self.cat[x]
         ll = self.log_emit[s, :, c] + self.log_word[:, x].T               # (B, K)
+        obj = np.flatnonzero(self.object_noun[s] & self.is_noun[x])
+        ll[obj] += self._preference(x[obj], state["verb"][obj])
         ll = np.where(np.isfinite(ll), ll, -1e4)
         C = state["C"] + ll - ll.max(1, keepdims=True)
         names = state["names"].copy()
@@ -183,7 +207,8 @@ class Oracle(LanguageModel):
         C[new_doc] = 0.0
         names[new_doc] = 0.0
         s = np.where(c == CAT["EOS"], self.gram.start, self.gram.delta[s, c])
-        return {"s": s, "C": C, "names": names, "prev": x}
+        verb = np.where(self.is_verb[x], self.lex.lemma[x], state["verb"])
+        return {"s": s, "C": C, "names": names, "prev": x, "verb": verb}
 
     def reorder(self, state: dict, index) -> dict:
         i = torch.as_tensor(index).cpu().numpy()
