@@ -1,0 +1,28 @@
+import torch
+import pytest
+
+from lmcourse.notebook import cmp
+from lmcourse.results import Results
+
+
+def test_results_persist_and_replace(tmp_path):
+    path = tmp_path / "r.json"
+    r = Results("embedded", "ci", path=path).add("KN5", "01", 100.123, 101.456, params=5)
+    r.add("KN5", "01", 90, 91)                        # a rerun replaces its row
+    again = Results("embedded", "ci", path=path).add("LSTM", "02", 80, 81)
+    assert [x.model for x in again.rows] == ["KN5", "LSTM"]
+    assert again.rows[0].test_ppl == 91.0
+    assert again.best().model == "LSTM"
+    assert "| LSTM | 02 |" in again.markdown()
+    assert "141.2" in Results("ptb", "ci", path=tmp_path / "p.json").markdown()
+    assert len(again.clear_lesson("02").rows) == 1
+
+
+def test_cmp_passes_close_and_fails_far(capsys):
+    a = torch.tensor([1.0, 2.0])
+    assert cmp("same", a, a.clone()) == 0.0
+    assert "exact: True" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="differs by"):
+        cmp("far", a, a + 1e-3)
+    with pytest.raises(ValueError, match="shapes differ"):
+        cmp("shape", a, a[:1])
