@@ -24,7 +24,7 @@ import numpy as np
 from .grammar import (CAT, NOUN_CATS, SCALE, VERB_CATS, Grammar, Lexicon, Params, build_grammar, build_lexicon,
                       preference_mass)
 
-FORMAT = 3  # bump when the story changes, so stale caches are rebuilt
+FORMAT = 4  # bump when the story changes, so stale caches are rebuilt
 NAME_SLOT, VALUE_SLOT = -1, -2
 
 

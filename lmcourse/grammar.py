@@ -70,8 +70,8 @@ CORE_NOUNS = ("market company bank price stock plan group quarter fund rate bond
               "scientist study sample cell gene model theory planet signal engine storm river city farm "
               "crop village council voter party law court judge union worker museum artist painter song "
               "film album critic school student teacher").split()
-CORE_VERBS = ("report expect rise fall own buy sell offer win lose play train test measure observe predict "
-              "support oppose approve reject visit paint record design build open close start need want "
+CORE_VERBS = ("report expect climb slump own acquire lease offer earn concede play train test measure observe predict "
+              "support oppose approve reject visit paint record design construct open close start need want "
               "help follow show").split()
 CORE_ADJS = ("new big small early late strong weak local national public private major minor recent "
              "former high low young old final quiet bright").split()
