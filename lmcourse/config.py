@@ -50,7 +50,8 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _writable(path: Path) -> bool:
+def writable(path: Path) -> bool:
+    """True when ``path`` exists (or can be made) and this process may write in it."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -63,7 +64,7 @@ def cache_dir() -> Path:
     env = os.environ.get("LMCOURSE_CACHE")
     if env:
         return Path(env)
-    if _writable(REPO_DATA):
+    if writable(REPO_DATA):
         return REPO_DATA
     return Path.home() / ".cache" / "lmcourse"
 

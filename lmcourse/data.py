@@ -67,14 +67,6 @@ def _unknown(name) -> ValueError:
                       "holding train.txt, valid.txt and test.txt.")
 
 
-def _writable(folder: Path) -> bool:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(folder, os.W_OK)
-
-
 def _real_folder(name: str, data_dir) -> Path:
     """The folder holding a real corpus: found under the data folder (or the cache), else downloaded."""
     files = download.SOURCES[name]
@@ -85,7 +77,7 @@ def _real_folder(name: str, data_dir) -> Path:
     for folder in places:
         if all((folder / f).is_file() for f in files):
             return download.fetch(files, folder)  # verifies the hashes; no network
-    target = root / name if _writable(root) else config.cache_dir() / name
+    target = root / name if config.writable(root) else config.cache_dir() / name
     return download.fetch(files, target)
 
 
