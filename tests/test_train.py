@@ -1,0 +1,300 @@
+"""The trainer: learning, determinism, divergence, interruption, NT-ASGD, variable BPTT, AR/TAR."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmcourse import live
+from lmcourse.checkpoint import load_checkpoint
+from lmcourse.config import seed_everything
+from lmcourse.data import batchify
+from lmcourse.live import Callback, LivePlot, ProgressBar
+from lmcourse.models import LMConfig, RNNLM
+from lmcourse.train import (History, TrainConfig, Trainer, averaged_weights, evaluate, scaled_lr,
+                            should_switch_to_asgd)
+from lmcourse.vocab import Vocab
+
+V = 12
+
+
+def periodic(n, period=5, seed=0):
+    """A stream that is a random cycle of ``period`` tokens, with one token in ten resampled."""
+    g = torch.Generator().manual_seed(seed)
+    cycle = torch.randperm(V, generator=g)[:period]
+    x = cycle.repeat(n // period + 1)[:n].clone()
+    noise = torch.rand(n, generator=g) < 0.1
+    x[noise] = torch.randint(0, V, (int(noise.sum()),), generator=g)
+    return x
+
+
+TRAIN, VALID = periodic(2000), periodic(400, seed=0)
+
+
+def model(seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = dict(vocab_size=V, emb_size=8, hidden_size=16, num_layers=2, tie=True)
+    cfg.update(kw)
+    m = RNNLM(LMConfig(**cfg))
+    m.vocab = Vocab(["<eos>"] + [f"w{i}" for i in range(V - 1)])
+    return m
+
+
+def config(**kw):
+    cfg = dict(epochs=2, batch_size=10, eval_batch_size=5, bptt=10, lr=5.0, progress=False, live_plot=False)
+    cfg.update(kw)
+    return TrainConfig(**cfg)
+
+
+def weights(m):
+    return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
+def same_weights(a, b):
+    return all(torch.equal(a[k], b[k]) for k in a)
+
+
+def valid_loss_now(trainer):
+    return evaluate(trainer.model, trainer.valid_data, trainer.config.bptt)
+
+
+class Perturb(Callback):
+    """Add noise to the weights after the last batch of the given epochs, so their validation is worse."""
+
+    def __init__(self, epochs, scale=1.0):
+        self.epochs, self.scale = set(epochs), scale
+
+    def on_batch_end(self, trainer, batch_idx, loss):
+        if trainer.epoch in self.epochs and batch_idx == trainer.batches_per_epoch() - 1:
+            with torch.no_grad():
+                for p in trainer.model.parameters():
+                    p.add_(self.scale * torch.randn_like(p))
+
+
+# ------------------------------------------------------------------------------- learning
+
+def test_training_reduces_loss_and_keeps_best():
+    trainer = Trainer(model(), TRAIN, VALID, config(epochs=4, lr=20.0))
+    history = trainer.fit()
+    assert isinstance(history, History) and len(history) == 4 and history.stop_reason == "completed"
+    first, last = history.rows[0], history.rows[-1]
+    assert last["train_loss"] < first["train_loss"] - 0.5
+    assert history.best["valid_ppl"] < 3.0  # a uniform guess scores V = 12; the cycle alone about 6
+    assert history.best["valid_loss"] == min(history.column("valid_loss"))
+    for row in history.rows:
+        assert math.isclose(row["train_ppl"], math.exp(row["train_loss"]))
+        assert row["tokens_per_s"] > 0 and row["optimizer"] == "sgd"
+    assert set(history.as_dict()) >= {"epoch", "train_loss", "valid_ppl", "lr", "elapsed_s"}
+    assert valid_loss_now(trainer) == pytest.approx(history.best["valid_loss"], abs=1e-12)
+
+
+def test_same_seed_same_history():
+    kw = dict(dropout=0.3, dropouth=0.2, dropouti=0.2, dropoute=0.1, wdrop=0.3)
+    runs = []
+    for _ in range(2):
+        m = model(**kw)
+        h = Trainer(m, TRAIN, VALID, config(variable_bptt=True, alpha=2.0, beta=1.0)).fit()
+        runs.append((h, weights(m)))
+    (h1, w1), (h2, w2) = runs
+    for key in ("train_loss", "valid_loss", "lr", "ar", "tar"):
+        assert h1.column(key) == h2.column(key)
+    assert same_weights(w1, w2)
+    m = model(**kw)
+    h3 = Trainer(m, TRAIN, VALID, config(variable_bptt=True, alpha=2.0, beta=1.0, seed=7)).fit()
+    assert h3.column("train_loss") != h1.column("train_loss")
+
+
+def test_sgd_divides_lr_when_validation_worsens():
+    history = Trainer(model(), TRAIN, VALID, config(epochs=3, lr=1.0), callbacks=[Perturb({2})]).fit()
+    lrs, losses = history.column("lr"), history.column("valid_loss")
+    assert losses[1] > losses[0]
+    assert lrs == [1.0, 1.0, 0.25]
+
+
+# ----------------------------------------------------------------------- stopping safely
+
+def test_nan_loss_stops_with_a_clear_message(capsys):
+    m = model()
+    start = weights(m)
+    # an LSTM saturates, so only a rate near float32's range overflows this tiny model
+    with pytest.warns(RuntimeWarning, match=r"The training loss became (nan|inf) at epoch 1, batch \d+: "
+                                            r"the learning rate \(1e\+36\) is probably too high"):
+        history = Trainer(m, TRAIN, VALID, config(lr=1e36, clip=0)).fit()
+    assert "lower it (try 2.5e+35) or clip gradients harder." in capsys.readouterr().out
+    assert history.stop_reason == "nan" and history.rows == []
+    assert same_weights(weights(m), start)
+
+
+class InterruptAt(Callback):
+    def __init__(self, epoch, batch):
+        self.at = (epoch, batch)
+
+    def on_batch_end(self, trainer, batch_idx, loss):
+        if (trainer.epoch, batch_idx) == self.at:
+            raise KeyboardInterrupt
+
+
+def test_interrupt_keeps_history_checkpoint_and_best_weights(tmp_path):
+    path = tmp_path / "best.pt"
+    m = model()
+    trainer = Trainer(m, TRAIN, VALID, config(epochs=5, checkpoint=path), callbacks=[InterruptAt(3, 4)])
+    history = trainer.fit()
+    assert history.stop_reason == "interrupted" and len(history) == 2
+    assert path.exists()
+    saved, info = load_checkpoint(path, vocab=m.vocab, map_location="cpu")
+    assert info["extra"]["epoch"] == history.best["epoch"]
+    assert same_weights(weights(saved), weights(m))
+    assert valid_loss_now(trainer) == pytest.approx(history.best["valid_loss"], abs=1e-12)
+    assert [r["epoch"] for r in info["history"]] == list(range(1, history.best["epoch"] + 1))
+
+
+def test_callback_can_stop_training():
+    class StopAt(Callback):
+        def on_batch_end(self, trainer, batch_idx, loss):
+            trainer.stop = batch_idx == 3
+
+    history = Trainer(model(), TRAIN, VALID, config(epochs=3), callbacks=[StopAt()]).fit()
+    assert history.stop_reason == "callback" and len(history) == 1
+
+
+def test_bad_configuration_is_explained():
+    with pytest.raises(ValueError, match="optimizer='rmsprop' is unknown"):
+        config(optimizer="rmsprop")
+    with pytest.raises(ValueError, match="too few for batch_size=10"):
+        Trainer(model(), TRAIN[:15], VALID, config())
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        Trainer(model(), TRAIN + V, VALID, config())
+
+
+# --------------------------------------------------------------------------- NT-ASGD
+
+def test_nt_asgd_trigger_rule():
+    # the code's rule: compare with the best *before* the last n epochs (awd-lstm-lm issue #13)
+    assert not should_switch_to_asgd([5.0, 4.0], 4.5, nonmono=2)  # too short a history
+    assert not should_switch_to_asgd([5.0, 4.0, 3.0], 4.5, nonmono=2)  # 4.5 < min([5.0])
+    assert should_switch_to_asgd([4.0, 5.0, 3.0], 4.5, nonmono=2)  # 4.5 > min([4.0])
+    assert not should_switch_to_asgd([4.0, 3.0, 3.5], 3.9, nonmono=2)  # 3.9 < min([4.0])
+
+
+def test_nt_asgd_switches_and_evaluates_averaged_weights():
+    seen = {}
+
+    class Spy(Callback):
+        def on_epoch_end(self, trainer, row):
+            if row["optimizer"] == "asgd" and "averaged" not in seen:
+                raw = valid_loss_now(trainer)
+                with averaged_weights(trainer.optimizer, trainer.params) as swapped:
+                    assert swapped
+                    seen["averaged"] = valid_loss_now(trainer)
+                seen["raw"], seen["row"] = raw, row["valid_loss"]
+
+    history = Trainer(model(), TRAIN, VALID, config(epochs=4, optimizer="ntasgd", nonmono=1, lr=0.5),
+                      callbacks=[Perturb({3}), Spy()]).fit()
+    # end of epoch 3: H = [v1, v2] is longer than n = 1 and v3 > min(H[:-1]) = v1
+    assert history.column("optimizer") == ["sgd", "sgd", "sgd", "asgd"]
+    assert history.column("averaged") == [False, False, False, True]
+    assert history.column("lr") == [0.5] * 4  # NT-ASGD never decays the rate
+    assert seen["row"] == seen["averaged"] != seen["raw"]
+
+
+def test_asgd_ends_with_best_averaged_weights():
+    m = model()
+    trainer = Trainer(m, TRAIN, VALID, config(epochs=3, optimizer="asgd", lr=1.0))
+    history = trainer.fit()
+    assert all(history.column("averaged"))
+    assert valid_loss_now(trainer) == pytest.approx(history.best["valid_loss"], abs=1e-12)
+
+
+# ------------------------------------------------------------------------ variable BPTT
+
+def test_scaled_lr_sets_the_step_size_exactly_for_sgd_and_asgd():
+    for make in (lambda p: torch.optim.SGD([p], lr=0.1), lambda p: torch.optim.ASGD([p], lr=0.1, t0=0, lambd=0.0)):
+        p = torch.zeros(3, requires_grad=True)
+        opt = make(p)
+        for factor, expected in ((0.5, -0.05), (1, -0.15), (2.0, -0.35), (1, -0.45)):
+            p.grad = torch.ones(3)
+            with scaled_lr(opt, factor):
+                opt.step()
+            assert opt.param_groups[0]["lr"] == 0.1
+            torch.testing.assert_close(p.detach(), torch.full((3,), expected))
+
+
+def test_variable_bptt_rescales_lr_during_each_step():
+    seen = []
+
+    class Spy(Callback):
+        def on_train_begin(self, trainer):
+            opt, step = trainer.optimizer, trainer.optimizer.step
+
+            def spying_step(*args, **kwargs):
+                seen.append((opt.param_groups[0]["lr"], trainer.seq_len))
+                return step(*args, **kwargs)
+            opt.step = spying_step
+
+    trainer = Trainer(model(), TRAIN, VALID, config(epochs=1, lr=2.0, variable_bptt=True), callbacks=[Spy()])
+    trainer.fit()
+    assert len({s for _, s in seen}) > 2
+    for lr, seq_len in seen:
+        assert lr == pytest.approx(2.0 * seq_len / 10)
+    assert trainer.lr == 2.0
+
+
+# ----------------------------------------------------------------------------- AR / TAR
+
+def test_ar_tar_enter_the_gradient_not_the_reported_loss():
+    kw = dict(dropout=0.4, dropouth=0.2)
+    losses, finals = {}, {}
+    for alpha, beta in ((0.0, 0.0), (2.0, 1.0)):
+        class First(Callback):
+            def on_batch_end(self, trainer, batch_idx, loss):
+                losses.setdefault((alpha, beta), float(loss))
+        m = model(**kw)
+        h = Trainer(m, TRAIN, VALID, config(epochs=1, max_batches=1, alpha=alpha, beta=beta, lr=1.0, seed=3),
+                    callbacks=[First()]).fit()
+        finals[(alpha, beta)] = (weights(m), h)
+    assert losses[(0.0, 0.0)] == losses[(2.0, 1.0)]
+    (w0, h0), (w1, h1) = finals[(0.0, 0.0)], finals[(2.0, 1.0)]
+    assert "ar" not in h0.rows[0] and h1.rows[0]["ar"] > 0 and h1.rows[0]["tar"] > 0
+    assert not same_weights(w0, w1)
+
+    # the same step by hand: cross-entropy + alpha*mean(dropped^2) + beta*mean(diff(raw)^2)
+    m = model(**kw)
+    seed_everything(3)
+    source = batchify(TRAIN, 10)
+    x, y = source[:10], source[1:11]
+    out = m.train()(x)
+    objective = (F.cross_entropy(out.logits.reshape(-1, V), y.reshape(-1))
+                 + 2.0 * out.outputs[-1].pow(2).mean()
+                 + 1.0 * (out.raw_outputs[-1][1:] - out.raw_outputs[-1][:-1]).pow(2).mean())
+    objective.backward()
+    torch.nn.utils.clip_grad_norm_(list(m.parameters()), 0.25)
+    with torch.no_grad():
+        for p in m.parameters():
+            p -= 1.0 * p.grad
+    for k, v in weights(m).items():
+        torch.testing.assert_close(v, w1[k], rtol=0, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------- live
+
+def test_live_callbacks_stay_off_under_ci(monkeypatch):
+    monkeypatch.setenv("CI", "1")
+    assert not live.progress_enabled(None) and not live.live_plot_enabled(None)
+    assert live.progress_enabled(True)
+    assert not live.live_plot_enabled(True)  # no IPython kernel here
+    trainer = Trainer(model(), TRAIN, VALID, TrainConfig(epochs=1, batch_size=10, eval_batch_size=5, max_batches=2))
+    bar, plot = [c for c in trainer.callbacks if isinstance(c, (ProgressBar, LivePlot))]
+    trainer.fit()
+    assert bar.bar is None and not plot.active
+    monkeypatch.delenv("CI")
+    monkeypatch.setattr(live.config, "SCALE", "cpu")
+    assert live.progress_enabled(None)
+
+
+def test_progress_bar_and_plot_render(capsys):
+    given = ProgressBar(every=2, enabled=True)
+    history = Trainer(model(), TRAIN, VALID, config(epochs=2, optimizer="ntasgd", nonmono=1, progress=False),
+                      callbacks=[given]).fit()
+    assert "epoch   2 | train ppl" in capsys.readouterr().out
+    png = LivePlot(floor=3.2).render(history.rows)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
