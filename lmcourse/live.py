@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import time
 from typing import Optional
 
 from . import config
@@ -122,33 +123,53 @@ class ProgressBar(Callback):
 
 
 class LivePlot(Callback):
-    """Train and validation perplexity per epoch, redrawn in place; ``floor`` draws a horizontal line.
+    """Train and validation perplexity, redrawn in place; ``floor`` draws a horizontal line.
 
     The figure is rendered to PNG and shown through one display handle, so a notebook keeps a single
-    image that changes while training runs. Epochs trained with averaged weights are marked.
+    image that changes while training runs: a running training perplexity (the mean over the batches
+    since the last point, at most one redraw every ``redraw_s`` seconds) and, per epoch, the train and
+    validation perplexities. Epochs trained with averaged weights are marked.
     ``enabled``: True, False, or None (the trainer's ``config.live_plot``, automatic when that is
     None too); it is never on outside an IPython kernel.
     """
 
     def __init__(self, floor: Optional[float] = None, floor_label: str = "oracle", title: str = "perplexity",
-                 enabled: Optional[bool] = None):
+                 enabled: Optional[bool] = None, redraw_s: float = 3.0):
         self.floor = floor
         self.floor_label = floor_label
         self.title = title
         self.enabled = enabled
+        self.redraw_s = redraw_s
         self.active = False
         self.handle = None
+        self.running: list = []  # (fractional epoch, running train perplexity)
 
     def on_train_begin(self, trainer) -> None:
         self.active = live_plot_enabled(_choose(self.enabled, trainer, "live_plot"))
-        self.handle = None
+        self.handle, self.running, self._pending = None, [], []
+        self._last = time.perf_counter()
 
-    def render(self, rows: list) -> bytes:
-        """The curve of ``rows`` (history rows) as PNG bytes."""
+    def on_batch_end(self, trainer, batch_idx: int, loss) -> None:
+        if not self.active:
+            return
+        self._pending.append(loss.detach())
+        if time.perf_counter() - self._last < self.redraw_s:
+            return
+        mean = float(sum(self._pending)) / len(self._pending)
+        self._pending = []
+        x = trainer.epoch - 1 + (batch_idx + 1) / max(trainer.batches_per_epoch(), 1)
+        self.running.append((x, math.exp(min(mean, 50.0))))
+        self._show(trainer.history.rows)
+
+    def render(self, rows: list, running: Optional[list] = None) -> bytes:
+        """The curves of ``rows`` (history rows) and ``running`` points as PNG bytes."""
         from matplotlib.figure import Figure
 
         fig = Figure(figsize=(6, 3.5), dpi=90)
         ax = fig.add_subplot()
+        if running:
+            ax.plot([p[0] for p in running], [p[1] for p in running], "-", color="tab:blue", alpha=0.35,
+                    label="train (running)")
         epochs = [r["epoch"] for r in rows]
         ax.plot(epochs, [r["train_ppl"] for r in rows], "o-", label="train")
         ax.plot(epochs, [r["valid_ppl"] for r in rows], "s-", label="valid")
@@ -158,7 +179,7 @@ class LivePlot(Callback):
         if self.floor is not None:
             ax.axhline(self.floor, color="black", linestyle="--", label=f"{self.floor_label} {self.floor:.1f}")
         finite = [v for r in rows for v in (r["train_ppl"], r["valid_ppl"]) if math.isfinite(v) and v > 0]
-        if finite:
+        if finite or running:
             ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.set_ylabel("perplexity")
@@ -171,11 +192,14 @@ class LivePlot(Callback):
         return buffer.getvalue()
 
     def on_epoch_end(self, trainer, row: dict) -> None:
-        if not self.active:
-            return
+        if self.active:
+            self._show(trainer.history.rows)
+
+    def _show(self, rows: list) -> None:
         from IPython.display import Image, display
 
-        image = Image(data=self.render(trainer.history.rows))
+        self._last = time.perf_counter()
+        image = Image(data=self.render(rows, self.running))
         if self.handle is None:
             self.handle = display(image, display_id=True)
         else:

@@ -298,3 +298,23 @@ def test_progress_bar_and_plot_render(capsys):
     assert "epoch   2 | train ppl" in capsys.readouterr().out
     png = LivePlot(floor=3.2).render(history.rows)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+
+
+def test_live_plot_records_running_points_within_an_epoch():
+    class Recorder(LivePlot):
+        def on_train_begin(self, trainer):
+            super().on_train_begin(trainer)
+            self.active, self.shown = True, 0       # as in a notebook kernel
+
+        def _show(self, rows):
+            self.shown += 1
+            self._last = 0.0
+
+    plot = Recorder(redraw_s=0.0)
+    Trainer(model(), TRAIN, VALID, config(epochs=2, progress=False), callbacks=[plot]).fit()
+    xs = [p[0] for p in plot.running]
+    assert len(xs) >= 4 and xs == sorted(xs) and 0 < xs[0] < 1 < xs[-1] <= 2
+    assert all(p[1] > 1 for p in plot.running)
+    assert plot.shown >= len(xs)
+    png = plot.render([], plot.running)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
