@@ -16,7 +16,7 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 test: $(STAMP)
 	LMCOURSE_SCALE=ci $(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env -q
