@@ -23,6 +23,8 @@ import os
 import time
 from typing import Optional
 
+import torch
+
 from . import config
 
 
@@ -126,50 +128,77 @@ class LivePlot(Callback):
     """Train and validation perplexity, redrawn in place; ``floor`` draws a horizontal line.
 
     The figure is rendered to PNG and shown through one display handle, so a notebook keeps a single
-    image that changes while training runs: a running training perplexity (the mean over the batches
-    since the last point, at most one redraw every ``redraw_s`` seconds) and, per epoch, the train and
-    validation perplexities. Epochs trained with averaged weights are marked.
-    ``enabled``: True, False, or None (the trainer's ``config.live_plot``, automatic when that is
-    None too); it is never on outside an IPython kernel.
+    image that changes while training runs. Per epoch it draws the train and validation
+    perplexities. Within an epoch it adds ``points`` (fractional epoch, train ppl, valid ppl):
+
+    - by default a running training perplexity, the mean over the batches since the last point, at
+      most one every ``redraw_s`` seconds (valid ppl None);
+    - with ``valid`` (a 1-D token stream, e.g. a slice of the validation split) and ``every``, one
+      point every ``every`` batches with that slice's perplexity too, so even a single epoch shows
+      a validation curve.
+
+    Epochs trained with averaged weights are marked. ``enabled``: True, False, or None (the
+    trainer's ``config.live_plot``, automatic when that is None too); it never draws outside an
+    IPython kernel, but ``points`` are recorded whenever ``valid``/``every`` are given.
     """
 
     def __init__(self, floor: Optional[float] = None, floor_label: str = "oracle", title: str = "perplexity",
-                 enabled: Optional[bool] = None, redraw_s: float = 3.0):
-        self.floor = floor
-        self.floor_label = floor_label
-        self.title = title
-        self.enabled = enabled
-        self.redraw_s = redraw_s
+                 enabled: Optional[bool] = None, redraw_s: float = 3.0, valid=None, every: Optional[int] = None):
+        if (valid is None) != (every is None):
+            raise ValueError("Give LivePlot both valid= (a token stream) and every= (batches), or neither.")
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise ValueError(f"LivePlot(every=...) must be a positive number of batches, got {every!r}.")
+        self.floor, self.floor_label, self.title = floor, floor_label, title
+        self.enabled, self.redraw_s, self.valid, self.every = enabled, redraw_s, valid, every
         self.active = False
         self.handle = None
-        self.running: list = []  # (fractional epoch, running train perplexity)
+        self.points: list = []
 
     def on_train_begin(self, trainer) -> None:
         self.active = live_plot_enabled(_choose(self.enabled, trainer, "live_plot"))
-        self.handle, self.running, self._pending = None, [], []
+        self.handle, self.points, self._pending, self._batch = None, [], [], 0
         self._last = time.perf_counter()
+        if self.valid is not None:
+            from .data import batchify
+            self._valid = batchify(self.valid, min(10, len(self.valid) // 2)).to(trainer.device)  # (T, B)
 
     def on_batch_end(self, trainer, batch_idx: int, loss) -> None:
-        if not self.active:
-            return
-        self._pending.append(loss.detach())
-        if time.perf_counter() - self._last < self.redraw_s:
-            return
-        mean = float(sum(self._pending)) / len(self._pending)
-        self._pending = []
-        x = trainer.epoch - 1 + (batch_idx + 1) / max(trainer.batches_per_epoch(), 1)
-        self.running.append((x, math.exp(min(mean, 50.0))))
-        self._show(trainer.history.rows)
+        self._batch = batch_idx
+        if self.every is not None:
+            self._pending.append(loss.detach())
+            if (batch_idx + 1) % self.every == 0:
+                self._record(trainer, batch_idx)
+        elif self.active:
+            self._pending.append(loss.detach())
+            if time.perf_counter() - self._last >= self.redraw_s:
+                self._record(trainer, batch_idx)
 
-    def render(self, rows: list, running: Optional[list] = None) -> bytes:
-        """The curves of ``rows`` (history rows) and ``running`` points as PNG bytes."""
+    def _record(self, trainer, batch_idx: int) -> None:
+        mean = float(torch.stack(self._pending).float().mean())
+        self._pending = []
+        valid_ppl = None
+        if self.every is not None:
+            from .train import evaluate
+            valid_ppl = math.exp(evaluate(trainer.model, self._valid, trainer.config.bptt))
+            trainer.model.train()
+        x = trainer.epoch - 1 + (batch_idx + 1) / max(trainer.batches_per_epoch(), 1)
+        self.points.append((x, math.exp(min(mean, 50.0)), valid_ppl))
+        if self.active:
+            self._show(trainer.history.rows)
+
+    def render(self, rows: list, points: Optional[list] = None) -> bytes:
+        """The curves of ``rows`` (history rows) and within-epoch ``points`` as PNG bytes."""
         from matplotlib.figure import Figure
 
         fig = Figure(figsize=(6, 3.5), dpi=90)
         ax = fig.add_subplot()
-        if running:
-            ax.plot([p[0] for p in running], [p[1] for p in running], "-", color="tab:blue", alpha=0.35,
+        points = points or []
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], "-", color="tab:blue", alpha=0.4,
                     label="train (running)")
+        if any(p[2] is not None for p in points):
+            ax.plot([p[0] for p in points], [p[2] for p in points], "-", color="tab:orange", alpha=0.6,
+                    label="valid (slice)")
         epochs = [r["epoch"] for r in rows]
         ax.plot(epochs, [r["train_ppl"] for r in rows], "o-", label="train")
         ax.plot(epochs, [r["valid_ppl"] for r in rows], "s-", label="valid")
@@ -179,7 +208,7 @@ class LivePlot(Callback):
         if self.floor is not None:
             ax.axhline(self.floor, color="black", linestyle="--", label=f"{self.floor_label} {self.floor:.1f}")
         finite = [v for r in rows for v in (r["train_ppl"], r["valid_ppl"]) if math.isfinite(v) and v > 0]
-        if finite or running:
+        if finite or points:
             ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.set_ylabel("perplexity")
@@ -192,6 +221,8 @@ class LivePlot(Callback):
         return buffer.getvalue()
 
     def on_epoch_end(self, trainer, row: dict) -> None:
+        if self.every is not None and self._pending:  # close the curve at the epoch's last batch
+            self._record(trainer, self._batch)
         if self.active:
             self._show(trainer.history.rows)
 
@@ -199,7 +230,7 @@ class LivePlot(Callback):
         from IPython.display import Image, display
 
         self._last = time.perf_counter()
-        image = Image(data=self.render(rows, self.running))
+        image = Image(data=self.render(rows, self.points))
         if self.handle is None:
             self.handle = display(image, display_id=True)
         else:

@@ -312,9 +312,21 @@ def test_live_plot_records_running_points_within_an_epoch():
 
     plot = Recorder(redraw_s=0.0)
     Trainer(model(), TRAIN, VALID, config(epochs=2, progress=False), callbacks=[plot]).fit()
-    xs = [p[0] for p in plot.running]
+    xs = [p[0] for p in plot.points]
     assert len(xs) >= 4 and xs == sorted(xs) and 0 < xs[0] < 1 < xs[-1] <= 2
-    assert all(p[1] > 1 for p in plot.running)
+    assert all(p[1] > 1 and p[2] is None for p in plot.points)
     assert plot.shown >= len(xs)
-    png = plot.render([], plot.running)
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot.render([], plot.points)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_live_plot_validates_a_slice_every_k_batches():
+    plot = LivePlot(valid=VALID[:200], every=3, enabled=False)
+    trainer = Trainer(model(), TRAIN, VALID, config(epochs=2, progress=False), callbacks=[plot])
+    history = trainer.fit()
+    per_epoch = trainer.batches_per_epoch()
+    assert len(plot.points) == 2 * (per_epoch // 3 + (per_epoch % 3 > 0))
+    assert all(p[2] is not None and p[2] > 1 for p in plot.points)
+    assert plot.points[-1][0] == pytest.approx(2.0)
+    assert len(history.rows) == 2
+    with pytest.raises(ValueError, match="both valid="):
+        LivePlot(every=3)
