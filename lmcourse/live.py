@@ -179,8 +179,7 @@ class LivePlot(Callback):
         valid_ppl = None
         if self.every is not None:
             from .train import evaluate
-            valid_ppl = math.exp(evaluate(trainer.model, self._valid, trainer.config.bptt))
-            trainer.model.train()
+            valid_ppl = math.exp(evaluate(trainer.model, self._valid, trainer.config.bptt))  # restores train mode
         x = trainer.epoch - 1 + (batch_idx + 1) / max(trainer.batches_per_epoch(), 1)
         self.points.append((x, math.exp(min(mean, 50.0)), valid_ppl))
         if self.active:
