@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmcourse import data
+from lmcourse import data, embedded
 from lmcourse.data import batchify, bptt_batches, load_corpus, split_shakespeare, variable_bptt_batches, words_of
 from lmcourse.vocab import EOS
 
@@ -144,7 +144,6 @@ def test_token_cache_gives_the_same_corpus_and_follows_file_changes(tmp_path, mo
 
 
 def test_embedded_corpus_uses_its_generator_vocabulary():
-    embedded = pytest.importorskip("lmcourse.embedded")
     folder = Path(embedded.ensure())
     corpus = load_corpus(cache=False)
     itos = [t for t in (folder / "vocab.txt").read_text(encoding="utf-8").split("\n") if t]

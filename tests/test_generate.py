@@ -7,6 +7,7 @@ import torch
 from lmcourse.generate import (Beam, beam_search, encode_prompt, generate_text, greedy, sample,
                                sampling_distribution, text, top_k_filter, top_p_filter)
 from lmcourse.lm import LanguageModel, check_tokens
+from lmcourse.ngram import NGramLM
 from lmcourse.vocab import Vocab
 
 WORDS = Vocab(["<eos>", "a", "b", "c", "d"])
@@ -366,11 +367,10 @@ def test_impossible_context_is_reported():
 # ---------------------------------------------------------------------------------- n-gram
 
 def test_sampling_from_an_ngram_model():
-    ngram = pytest.importorskip("lmcourse.ngram")
     lines = ["the cat sat", "the dog sat", "a cat ran", "the cat ran"] * 5
     vocab = Vocab(["<eos>"] + sorted({w for line in lines for w in line.split()}))
     train = vocab.encode([w for line in lines for w in line.split() + ["<eos>"]])
-    model = ngram.NGramLM(vocab, 2, smoothing="mle").fit(train)
+    model = NGramLM(vocab, 2, smoothing="mle").fit(train)
     rows = sample(model, max_tokens=4, num_samples=50, stop_at_eos=True)
     seen = {tuple(vocab.decode(r)) for r in rows}
     allowed = {tuple(line.split() + ["<eos>"]) for line in lines + ["a cat sat"]}

@@ -8,6 +8,7 @@ import torch
 from lmcourse.embedded import ensure
 from lmcourse.grammar import CAT, Params, build_lexicon
 from lmcourse.lm import perplexity
+from lmcourse.ngram import NGramLM
 from lmcourse.oracle import Oracle
 from lmcourse.vocab import Vocab
 
@@ -74,12 +75,11 @@ def test_samples_reproduce_the_oracles_own_statistics(setup):
 
 
 def test_oracle_is_below_the_ngram_models(setup):
-    ngram = pytest.importorskip("lmcourse.ngram")
     oracle, vocab, splits = setup
     floor = perplexity(oracle, splits["test"])
     for order in (1, 3, 5):
         for smoothing in ("addk", "mkn"):
-            lm = ngram.NGramLM(vocab, order, smoothing=smoothing).fit(splits["train"])
+            lm = NGramLM(vocab, order, smoothing=smoothing).fit(splits["train"])
             assert floor < perplexity(lm, splits["test"])
 
 
