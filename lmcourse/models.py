@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 import torch
 import torch.nn as nn
@@ -276,21 +276,35 @@ class RNNLM(nn.Module, LanguageModel):
                              "set model.vocab = corpus.vocab so it knows the id of <eos>.")
         return self.vocab.eos
 
-    def score(self, tokens, bptt: int = 2000) -> torch.Tensor:  # (N,) -> (N,) float64
-        r""":math:`\log p(x_t \mid x_{<t})` for every token, state carried across chunks of ``bptt``."""
+    def stream(self, tokens, bptt: int = 2000) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        r"""Read a stream as :meth:`score` does and yield, chunk by chunk, ``(logits, h)``.
+
+        ``logits`` (t, V) score :math:`x_s` given :math:`x_{<s}` for the chunk's ``t`` positions (for a
+        mixture-of-softmaxes head they are already log-probabilities); ``h`` (t, E_last) is the last
+        layer's output that produced them, the vector a neural cache stores. The chunks cover the
+        stream in order; the state is carried across them. This is the protocol the cache and
+        dynamic evaluation build on: anything that yields it can be wrapped by them.
+        """
         tokens = check_tokens(tokens, self.config.vocab_size)
         if isinstance(bptt, bool) or not isinstance(bptt, int) or bptt < 1:
             raise ValueError(f"bptt must be a positive integer (the chunk length), got {bptt!r}.")
         tokens = tokens.to(self.device)
         inputs = torch.cat([tokens.new_full((1,), self.eos), tokens[:-1]])  # (N,)
-        pieces = []
-        with inference(self):
-            state = None
-            for i in range(0, tokens.numel(), bptt):
+        state = None
+        for i in range(0, tokens.numel(), bptt):
+            with inference(self):  # entered per chunk, so no mode leaks to the caller between yields
                 out = self(inputs[i:i + bptt].view(-1, 1), state)
-                state = out.state
-                logp = log_softmax(out.logits[:, 0])  # (t, V)
-                pieces.append(logp.gather(1, tokens[i:i + bptt].view(-1, 1)).squeeze(1))  # (t,)
+            state = out.state
+            yield out.logits[:, 0], out.h[:, 0]  # (t, V), (t, E_last)
+
+    def score(self, tokens, bptt: int = 2000) -> torch.Tensor:  # (N,) -> (N,) float64
+        r""":math:`\log p(x_t \mid x_{<t})` for every token, state carried across chunks of ``bptt``."""
+        tokens = check_tokens(tokens, self.config.vocab_size).to(self.device)
+        pieces, i = [], 0
+        for logits, _ in self.stream(tokens, bptt):
+            t = logits.size(0)
+            pieces.append(log_softmax(logits).gather(1, tokens[i:i + t].view(-1, 1)).squeeze(1))  # (t,)
+            i += t
         return torch.cat(pieces).double().cpu()
 
     def start(self, batch_size: int = 1) -> RNNState:
