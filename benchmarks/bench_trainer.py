@@ -4,7 +4,7 @@ The bare loop is the least a truncated-BPTT step needs: forward from the detache
 cross-entropy, backward, gradient clipping, an SGD step. The trainer adds its bookkeeping (loss
 kept on the device, divergence checks, callbacks, the best-weights snapshot) and one validation
 pass over a small stream. Both train the pytorch/examples small model (V = 10k, 2 x 200, bptt 35,
-batch 20, refs.md §5.1) for the same number of batches, from the same initial weights, on the CPU
+batch 20; pytorch/examples 2017) for the same number of batches, from the same initial weights, on the CPU
 with 2 threads; runs alternate so the machine's load affects both alike, and the median of the
 repeats is reported (target: overhead < 5%).
 

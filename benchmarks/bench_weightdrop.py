@@ -23,7 +23,7 @@ from lmcourse.dropout import WeightDrop  # noqa: E402
 
 SIZES = [(200, 35), (200, 70), (650, 35), (650, 70)]  # (H, T): the small and medium PTB models
 BATCH = 20
-P = 0.5  # AWD-LSTM's wdrop (refs.md §1.2)
+P = 0.5  # AWD-LSTM's wdrop (Merity et al. 2018; awd-lstm-lm code)
 
 
 def _sync(device: torch.device) -> None:

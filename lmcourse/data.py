@@ -4,10 +4,10 @@ A corpus is three 1-D streams of ids (train, valid, test) over one vocabulary. A
 every line of a file becomes ``line.split() + ['<eos>']`` (blank lines give just ``<eos>``), the
 convention of the AWD-LSTM and pytorch ``word_language_model`` code, so the published token counts
 hold: PTB 929,589 / 73,760 / 82,430 tokens over 10,000 types, WikiText-2 2,088,628 / 217,646 /
-245,569 over 33,278 (Merity et al. 2017, refs.md §0). At the character level the stream is the
+245,569 over 33,278 (Merity et al. 2017; Merity et al. 2018). At the character level the stream is the
 characters of the text, the newline included.
 
-Batching, as in AWD-LSTM's ``main.py`` (refs.md §1.3):
+Batching, as in AWD-LSTM's ``main.py`` (awd-lstm-lm code):
 
 - ``batchify``: the stream :math:`x_0 \dots x_{N-1}` cut into :math:`B` contiguous columns,
   :math:`S[t, b] = x_{b n + t}` with :math:`n = \lfloor N / B \rfloor`;
@@ -316,7 +316,7 @@ def bptt_batches(source: torch.Tensor, bptt: int) -> Iterator[tuple[torch.Tensor
 def variable_bptt_batches(source: torch.Tensor, bptt: int, generator: torch.Generator, p: float = 0.95,
                           sigma: float = 5.0, min_len: int = 5, max_len: Optional[int] = None,
                           ) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
-    r"""Windows of random length, as AWD-LSTM trains (Merity et al. 2017, refs.md §1.3).
+    r"""Windows of random length, as AWD-LSTM trains (Merity et al. 2018, Section 4.1).
 
     For each window: :math:`\mu = \text{bptt}` with probability ``p``, else ``bptt / 2``;
     :math:`\ell = \max(\ell_{min}, \operatorname{int}(\mathcal{N}(\mu, \sigma^2)))`, then

@@ -3,7 +3,7 @@ r"""The dropouts of the AWD-LSTM recipe, side by side with standard dropout.
 Every variant multiplies something by a random mask :math:`m \sim \text{Bernoulli}(1-p)` scaled by
 :math:`1/(1-p)`, so that :math:`\mathbb{E}[m] = 1` and activations keep their expected value. They
 differ in *what* one draw of the mask covers (Merity, Keskar & Socher 2017, arXiv 1708.02182, §4;
-Gal & Ghahramani 2016, NeurIPS; facts in refs.md §1.2 and §6.2):
+Gal & Ghahramani 2016; Merity et al. 2018):
 
 ==========================  ==============================  =====================================
 variant                     mask shape (per forward call)   what a zero removes
@@ -104,7 +104,7 @@ class LockedDropout(nn.Module):
     .. math::  y_{t,b,h} = \frac{m_{b,h}}{1-p} \, x_{t,b,h} .
 
     Each sequence (batch column) gets its own mask. Gal & Ghahramani 2016; AWD-LSTM's
-    ``locked_dropout.py`` (refs.md §1.2). Identity in eval mode and when ``p == 0``.
+    ``locked_dropout.py`` (awd-lstm-lm code). Identity in eval mode and when ``p == 0``.
     """
 
     def __init__(self, p: float = 0.5):
@@ -131,7 +131,7 @@ class StandardDropout(nn.Dropout):
                m_{t,b,h} \sim \text{Bernoulli}(1-p) \text{ independently,}
 
     so on a ``(T, B, H)`` sequence every time step sees a new mask (the dropout of Zaremba et al.
-    2014, applied between layers only; refs.md §6.1). This is ``nn.Dropout`` itself; the class only
+    2014, applied between layers only). This is ``nn.Dropout`` itself; the class only
     gives it the course's name and its check that ``0 <= p < 1``.
     """
 
@@ -144,7 +144,7 @@ class WeightDrop(nn.Module):
 
     One mask over the whole hidden-to-hidden matrix is drawn per forward call and shared by every
     time step and every sequence of the batch (Merity et al. 2017, §2; Wan et al. 2013 for
-    DropConnect; refs.md §1.2):
+    DropConnect, Wan et al. 2013; Merity et al. 2018):
 
     .. math::  \tilde W_{hh} = \frac{M \odot W_{hh}}{1-p}, \quad
                M_{ij} \sim \text{Bernoulli}(1-p), \qquad

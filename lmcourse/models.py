@@ -9,11 +9,11 @@ For a token stream :math:`x_1 \dots x_T` the model computes
 
 with :math:`h^{(0)}_t = e_t` and :math:`g_t` the last layer's output after output dropout. The
 layers are separate single-layer LSTMs so that each can be wrapped by weight drop and every
-intermediate output can be seen (the AWD-LSTM layout, Merity et al. 2017, refs.md §1.1). Layer 0
+intermediate output can be seen (the AWD-LSTM layout, Merity et al. 2018). Layer 0
 maps the embedding size E to the hidden size H, middle layers H to H, and the last layer H to E when
 the decoder is tied to the embedding (Press & Wolf 2016; Inan et al. 2016), else H to H.
 
-The forward pass applies the regularisers in the AWD-LSTM order (refs.md §1.1): embedding dropout
+The forward pass applies the regularisers in the AWD-LSTM order (awd-lstm-lm code, ``model.py``): embedding dropout
 over word types (training only), dropout on the embeddings (``dropouti``), each layer with dropout
 between layers (``dropouth``), dropout on the last output (``dropout``), then the head.
 
@@ -45,9 +45,9 @@ DROPOUT_FIELDS = ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "dropo
 class LMConfig:
     """Everything that defines an :class:`RNNLM`; plain types only, so it saves as a dict.
 
-    Defaults are the AWD-LSTM sizes (emb 400, hidden 1150, 3 layers; refs.md §1.4) with every
+    Defaults are the AWD-LSTM sizes (emb 400, hidden 1150, 3 layers; Merity et al. 2018) with every
     regulariser off. ``last_size`` is the last layer's output size (default: E when tied, else H);
-    ``n_experts`` and ``dropoutl`` are read only by the ``mos`` head (Yang et al. 2017, refs.md §2.2).
+    ``n_experts`` and ``dropoutl`` are read only by the ``mos`` head (Yang et al. 2018).
     """
 
     vocab_size: int
@@ -220,7 +220,7 @@ class RNNLM(nn.Module, LanguageModel):
     # ------------------------------------------------------------------ forward and state
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:  # (T, B) -> (T, B, E)
-        """Embedding lookup, with whole word types dropped in training (``dropoute``, refs.md §1.2)."""
+        """Embedding lookup, with whole word types dropped in training (``dropoute``, Merity et al. 2018)."""
         if self.training and self.config.dropoute > 0:
             return _dropout.embedding_dropout(self.embedding, x, self.config.dropoute, training=True)
         return self.embedding(x)
@@ -258,7 +258,7 @@ class RNNLM(nn.Module, LanguageModel):
         r"""Trainable numbers, tied weights counted once.
 
         Per layer :math:`4(H(I+H) + 2H)`; embedding :math:`VE`; decoder :math:`V H_{last} + V`, less
-        :math:`VE` when tied (refs.md §1.5).
+        :math:`VE` when tied (PyTorch's LSTM has two bias vectors, ``b_ih`` and ``b_hh``).
         """
         return sum(p.numel() for p in self.parameters())
 

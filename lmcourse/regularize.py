@@ -2,7 +2,7 @@ r"""Activation regularisation (AR) and temporal activation regularisation (TAR).
 
 Both are L2 penalties on the last LSTM layer's outputs, added to the loss that is back-propagated
 (not to the reported loss). Merity, Keskar & Socher 2017 (arXiv 1708.02182, §4.6), as computed in
-AWD-LSTM's ``main.py`` (refs.md §1.2): a *mean* over all ``T*B*H`` entries, defaults
+AWD-LSTM's ``main.py`` (awd-lstm-lm code; Merity et al. 2018, Section 4.6): a *mean* over all ``T*B*H`` entries, defaults
 ``alpha = 2`` and ``beta = 1``.
 """
 from __future__ import annotations

@@ -7,12 +7,12 @@ Each step reads a window ``x`` (t, B) from the carried, detached state and minim
            \;+\; \beta\,\mathrm{mean}\big((h^{L}_s - h^{L}_{s-1})^2\big),
 
 the cross-entropy plus AR on the dropped and TAR on the raw last-layer output (Merity et al. 2017,
-refs.md §1.2; the penalties go into the gradient only, the reported loss is the cross-entropy).
+Section 4.6; the penalties go into the gradient only, the reported loss is the cross-entropy).
 Gradients are clipped to norm ``clip``; SGD updates :math:`\theta \leftarrow \theta - \eta \nabla L`.
 
 - Plain SGD divides :math:`\eta` by ``lr_decay`` whenever the validation loss does not improve
-  (pytorch/examples ``word_language_model``, refs.md §5.1).
-- NT-ASGD (refs.md §1.3) runs SGD until the validation loss of the epoch is worse than the best
+  (pytorch/examples ``word_language_model``).
+- NT-ASGD (Merity et al. 2018, Section 3) runs SGD until the validation loss of the epoch is worse than the best
   of all epochs *before the last* ``nonmono`` ones, i.e. ``len(H) > n`` and
   :math:`L_{val} > \min H_{[:-n]}` with ``H`` the earlier validation losses (the code's rule; the
   paper's wording is a typo, awd-lstm-lm issue #13). It then switches to averaged SGD,
@@ -63,7 +63,7 @@ def _non_negative(value, name: str) -> None:
 
 @dataclass
 class TrainConfig:
-    """How to train; the defaults are pytorch/examples' (lr 20, clip 0.25, batch 20, bptt 35, refs.md §5.1).
+    """How to train; the defaults are pytorch/examples' (lr 20, clip 0.25, batch 20, bptt 35).
 
     ``optimizer``: ``sgd`` (rate divided by ``lr_decay`` when validation does not improve; 1 keeps
     it), ``ntasgd`` (SGD, then averaged SGD once validation stalls for ``nonmono`` epochs), ``asgd``
@@ -158,7 +158,7 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
 
 @contextmanager
 def scaled_lr(optimizer: torch.optim.Optimizer, factor: float):
-    r"""Step with :math:`\eta \cdot` ``factor`` inside the block, :math:`\eta` again after it (refs.md §1.3)."""
+    r"""Step with :math:`\eta \cdot` ``factor`` inside the block, :math:`\eta` again after it (Merity et al. 2018, Section 4.1)."""
     if factor == 1:
         yield
         return
@@ -190,7 +190,7 @@ def averaged_weights(optimizer: torch.optim.Optimizer, params):
 
 
 def should_switch_to_asgd(val_losses: list, val_loss: float, nonmono: int) -> bool:
-    """NT-ASGD's trigger: ``len(H) > n`` and the new loss exceeds ``min(H[:-n])`` (refs.md §1.3)."""
+    """NT-ASGD's trigger: ``len(H) > n`` and the new loss exceeds ``min(H[:-n])`` (awd-lstm-lm code, ``main.py``)."""
     return len(val_losses) > nonmono and val_loss > min(val_losses[:-nonmono])
 
 

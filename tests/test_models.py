@@ -30,7 +30,7 @@ def stream(n, seed=1):
 
 
 def formula(V, E, H, L, tie, last=None):
-    """refs.md §1.5: per layer 4(H(I+H) + 2H); embedding VE; decoder V*H_last + V, less VE when tied."""
+    """Per layer 4(H(I+H) + 2H); embedding VE; decoder V*H_last + V, less VE when tied."""
     last = last or (E if tie else H)
     sizes = [(E, H)] + [(H, H)] * (L - 2) + [(H, last)] if L > 1 else [(E, last)]
     lstm = sum(4 * (o * (i + o) + 2 * o) for i, o in sizes)
@@ -131,8 +131,8 @@ def test_tied_last_layer_outputs_embedding_size():
 
 
 @pytest.mark.parametrize("V_,E,H,L,tie,expected", [
-    (10000, 400, 1150, 3, True, 24_221_600),  # AWD-LSTM PTB (refs.md §1.5)
-    (33278, 400, 1150, 3, True, 33_556_078),  # AWD-LSTM WT2 (refs.md §1.5)
+    (10000, 400, 1150, 3, True, 24_221_600),  # AWD-LSTM PTB (Merity et al. 2018: 24M)
+    (33278, 400, 1150, 3, True, 33_556_078),  # AWD-LSTM WT2 (Merity et al. 2018: 33M)
 ])
 def test_parameter_count_awd_lstm(V_, E, H, L, tie, expected):
     with torch.device("meta"):
@@ -142,7 +142,7 @@ def test_parameter_count_awd_lstm(V_, E, H, L, tie, expected):
 
 @pytest.mark.parametrize("tie,millions", [(False, 19.78), (True, 13.28)])
 def test_parameter_count_pytorch_example_650(tie, millions):
-    """The 650-unit 2-layer PTB model of pytorch/examples: 19.78M untied, 13.28M tied (refs.md §5.2)."""
+    """The 650-unit 2-layer PTB model of pytorch/examples: 19.78M untied, 13.28M tied (Press & Wolf 2017: 13M tied)."""
     with torch.device("meta"):
         model = RNNLM(LMConfig(vocab_size=10000, emb_size=650, hidden_size=650, num_layers=2, tie=tie))
     n = model.num_parameters()
