@@ -143,7 +143,7 @@ class WeightDrop(nn.Module):
     r"""DropConnect on the recurrent weights of an LSTM (the "weight-dropped LSTM").
 
     One mask over the whole hidden-to-hidden matrix is drawn per forward call and shared by every
-    time step and every sequence of the batch (Merity et al. 2017, §2; Wan et al. 2013 for
+    time step and every sequence of the batch (Merity et al. 2018, Section 2; Wan et al. 2013 for
     DropConnect, Wan et al. 2013; Merity et al. 2018):
 
     .. math::  \tilde W_{hh} = \frac{M \odot W_{hh}}{1-p}, \quad

@@ -6,7 +6,7 @@ Each step reads a window ``x`` (t, B) from the carried, detached state and minim
            \;+\; \alpha\,\mathrm{mean}\big((m \odot h^{L}_s)^2\big)
            \;+\; \beta\,\mathrm{mean}\big((h^{L}_s - h^{L}_{s-1})^2\big),
 
-the cross-entropy plus AR on the dropped and TAR on the raw last-layer output (Merity et al. 2017,
+the cross-entropy plus AR on the dropped and TAR on the raw last-layer output (Merity et al. 2018,
 Section 4.6; the penalties go into the gradient only, the reported loss is the cross-entropy).
 Gradients are clipped to norm ``clip``; SGD updates :math:`\theta \leftarrow \theta - \eta \nabla L`.
 
