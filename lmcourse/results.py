@@ -1,33 +1,20 @@
 """The running results table: every lesson adds its models, and the next lesson starts from it.
 
 Rows live in a small JSON file per (dataset, scale) in the cache folder, so lesson 02's table
-already holds lesson 01's models. Published numbers sit beside them, each with its source.
+already holds lesson 01's models. A lesson shows its own rows and those of the lessons before it
+(``show(lesson="04")``), never rows that a later lesson left in the file. Published numbers from
+:mod:`lmcourse.literature` sit beside them, each with its source and table.
 """
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import literature as lit
 from .config import DATASET, SCALE, cache_dir
-
-# Published test perplexities on PTB (word level, 10k vocabulary). Sources as in the course's refs.
-LITERATURE = {
-    "ptb": [
-        ("KN5 (Mikolov et al. 2011)", None, 141.2),
-        ("LSTM small, no dropout (Zaremba et al. 2014)", 120.7, 114.5),
-        ("LSTM medium + dropout (Zaremba et al. 2014)", 86.2, 82.7),
-        ("LSTM large + dropout (Zaremba et al. 2014)", 82.2, 78.4),
-        ("Variational LSTM medium, MC (Gal & Ghahramani 2016)", None, 78.6),
-        ("Large + weight tying (Press & Wolf 2017)", 77.7, 74.3),
-        ("AWD-LSTM (Merity et al. 2017)", 60.0, 57.3),
-    ],
-    "wikitext-2": [
-        ("AWD-LSTM (Merity et al. 2017)", 68.6, 65.8),
-    ],
-}
-
 
 @dataclass
 class Row:
@@ -45,9 +32,20 @@ class Results:
     def __init__(self, dataset: str = DATASET, scale: str = SCALE, path: Path | None = None):
         self.dataset, self.scale = dataset, scale
         self.path = Path(path) if path else cache_dir() / f"results-{Path(str(dataset)).name}-{scale}.json"
-        self.rows: list[Row] = []
-        if self.path.exists():
-            self.rows = [Row(**r) for r in json.loads(self.path.read_text())]
+        self.rows: list[Row] = self._read()
+
+    def _read(self) -> list[Row]:
+        """The stored rows; a damaged file is moved aside (``.corrupt``) with one warning, never lost."""
+        if not self.path.exists():
+            return []
+        try:
+            return [Row(**r) for r in json.loads(self.path.read_text(encoding="utf-8"))]
+        except (ValueError, TypeError, UnicodeDecodeError):
+            aside = self.path.with_name(self.path.name + ".corrupt")
+            os.replace(self.path, aside)
+            warnings.warn(f"The results file {self.path} was damaged (not a list of rows); it was moved to "
+                          f"{aside} and the table starts empty.", RuntimeWarning, stacklevel=3)
+            return []
 
     def clear_lesson(self, lesson: str) -> "Results":
         """Drop a lesson's rows (a rerun of that lesson replaces them)."""
@@ -72,20 +70,38 @@ class Results:
         rows = [r for r in self.rows if r.test_ppl is not None and r.model not in exclude]
         return min(rows, key=lambda r: r.test_ppl)
 
-    def markdown(self, literature: bool = True) -> str:
+    def markdown(self, lesson: str | None = None, literature=True) -> str:
+        """The table as Markdown: rows of ``lesson`` and earlier lessons (all when None), the given
+        lesson's rows in bold; then the published rows for the dataset (``literature``: True for all,
+        False for none, or a list of model names as in :data:`lmcourse.literature.PUBLISHED`)."""
         lines = [f"**{self.dataset}**, scale `{self.scale}`", "",
                  "| model | lesson | params | valid ppl | test ppl | note |", "|---|---|---:|---:|---:|---|"]
         num = lambda v: "" if v is None else f"{v:,.2f}" if isinstance(v, float) else f"{v:,}"  # noqa: E731
-        for r in sorted(self.rows, key=lambda r: (r.lesson, -(r.test_ppl or 0))):
-            lines.append(f"| {r.model} | {r.lesson} | {num(r.params)} | {num(r.valid_ppl)} | {num(r.test_ppl)} | {r.note} |")
-        for name, v, t in LITERATURE.get(str(self.dataset), []) if literature else []:
-            lines.append(f"| *{name}* | paper |  | {num(v)} | {num(t)} | published |")
+        rows = [r for r in self.rows if lesson is None or r.lesson <= lesson]
+        for r in sorted(rows, key=lambda r: (r.lesson, -(r.test_ppl or 0))):
+            name = f"**{r.model}**" if lesson is not None and r.lesson == lesson else r.model
+            lines.append(f"| {name} | {r.lesson} | {num(r.params)} | {num(r.valid_ppl)} | {num(r.test_ppl)} | {r.note} |")
+        for p in self._published(literature):
+            lines.append(f"| *{p.model}* | paper | {p.params} | {num(p.valid)} | {num(p.test)} | {p.citation} |")
         return "\n".join(lines)
 
-    def show(self, literature: bool = True):
-        """Render in a notebook (Markdown), or print the Markdown elsewhere."""
+    def _published(self, literature) -> list:
+        if literature is False or literature is None:
+            return []
+        rows = lit.rows(str(self.dataset))
+        if literature is True:
+            return rows
+        wanted = list(literature)
+        missing = [m for m in wanted if m not in {p.model for p in rows}]
+        if missing:
+            raise KeyError(f"No published row {missing[0]!r} for {self.dataset!r}: see lmcourse.literature.PUBLISHED.")
+        return [p for p in rows if p.model in wanted]
+
+    def show(self, lesson: str | None = None, literature=True):
+        """Render in a notebook (Markdown), or print the Markdown elsewhere; see :meth:`markdown`."""
+        text = self.markdown(lesson, literature)
         try:
             from IPython.display import Markdown, display
-            display(Markdown(self.markdown(literature)))
+            display(Markdown(text))
         except ImportError:
-            print(self.markdown(literature))
+            print(text)

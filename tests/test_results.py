@@ -26,3 +26,21 @@ def test_cmp_passes_close_and_fails_far(capsys):
         cmp("far", a, a + 1e-3)
     with pytest.raises(ValueError, match="shapes differ"):
         cmp("shape", a, a[:1])
+
+
+def test_a_lesson_shows_its_own_and_earlier_rows(tmp_path):
+    r = Results("ptb", "ci", path=tmp_path / "r.json").add("KN5", "01", 1, 2).add("LSTM", "02", 3, 4)
+    r.add("MoS", "06", 5, 6)
+    text = r.markdown(lesson="02", literature=["AWD-LSTM"])
+    assert "| KN5 | 01 |" in text and "| **LSTM** | 02 |" in text and "MoS" not in text
+    assert "Merity et al. 2018, Table 1" in text and "Zaremba" not in text
+    with pytest.raises(KeyError, match="No published row"):
+        r.markdown(literature=["GPT-2"])
+
+
+def test_a_damaged_results_file_is_moved_aside(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("{not json")
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        r = Results("embedded", "ci", path=path)
+    assert r.rows == [] and (tmp_path / "r.json.corrupt").read_text() == "{not json"
