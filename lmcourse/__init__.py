@@ -9,7 +9,8 @@ import os as _os
 
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .config import DATASET, SCALE, device, seed_everything  # noqa: E402
+from . import config as _config  # noqa: E402
+from .config import DATASET, device, seed_everything  # noqa: E402
 from .vocab import Vocab  # noqa: E402
 from .lm import LanguageModel, bits_per_char, perplexity  # noqa: E402
 
@@ -18,3 +19,10 @@ __all__ = [
     "Vocab", "LanguageModel", "perplexity", "bits_per_char",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``lmcourse.SCALE`` is read from the config on use, so a bad LMCOURSE_SCALE never stops the import."""
+    if name == "SCALE":
+        return _config.SCALE
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,6 +10,11 @@ Every notebook's parameter cell reads `SCALE` and `DATASET`:
 - ``LMCOURSE_DATA``: where the real corpora live (default: the repository's ``data/``).
 - ``LMCOURSE_CACHE``: where generated corpora and downloads are cached when ``LMCOURSE_DATA`` is
   read-only (default: the repository's ``data/``, else ``~/.cache/lmcourse``).
+
+A bad setting never stops ``import lmcourse``: an unknown ``LMCOURSE_SCALE`` leaves ``SCALE``
+undefined, and reading it (``config.SCALE``, ``by_scale``, :func:`scale`) raises a
+:class:`~lmcourse.errors.ConfigError` saying which values exist. An unusable folder is reported
+the same way when it is first needed. :func:`check_environment` checks everything at once.
 """
 from __future__ import annotations
 
@@ -17,24 +22,43 @@ import os
 import random
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
+
+from .errors import ConfigError
 
 SCALES = ("ci", "cpu", "gpu")
 EMBEDDED = "embedded"
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def _scale() -> str:
+def scale() -> str:
+    """The scale ``LMCOURSE_SCALE`` asks for now (default ``gpu`` with CUDA, else ``cpu``)."""
     value = os.environ.get("LMCOURSE_SCALE") or ("gpu" if torch.cuda.is_available() else "cpu")
     if value not in SCALES:
-        raise ValueError(f"LMCOURSE_SCALE={value!r} is not a scale: use one of {', '.join(SCALES)}.")
+        raise ConfigError(f"LMCOURSE_SCALE={value!r} is not a scale: set it to one of {', '.join(SCALES)}, "
+                          "or unset it.")
     return value
 
 
-SCALE = _scale()
-DATASET = os.environ.get("LMCOURSE_DATASET") or EMBEDDED
+def dataset() -> str:
+    """The corpus ``LMCOURSE_DATASET`` names now (default: the embedded corpus)."""
+    return os.environ.get("LMCOURSE_DATASET") or EMBEDDED
+
+
+try:
+    SCALE = scale()
+except ConfigError:  # left undefined: __getattr__ below raises the sentence when it is read
+    pass
+DATASET = dataset()
+
+
+def __getattr__(name: str):
+    if name == "SCALE":
+        return scale()  # only reached when LMCOURSE_SCALE is unusable: raises ConfigError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @lru_cache(maxsize=1)
@@ -59,22 +83,59 @@ def writable(path: Path) -> bool:
     return os.access(path, os.W_OK)
 
 
+def _not_a_folder(variable: str, path: Path) -> Optional[str]:
+    """Why ``path`` (named by ``variable``) cannot hold files, or None when it can."""
+    if path.exists() and not path.is_dir():
+        return f"{variable}={path} is a file, not a folder: point it at a folder, or unset it."
+    if not writable(path):
+        return f"{variable}={path} is not a folder this program can write to: point it at a writable folder, or unset it."
+    return None
+
+
 def cache_dir() -> Path:
-    """A writable folder for generated corpora and downloads."""
+    """A writable folder for generated corpora and downloads; a :class:`ConfigError` when there is none."""
     env = os.environ.get("LMCOURSE_CACHE")
     if env:
-        return Path(env)
+        why = _not_a_folder("LMCOURSE_CACHE", Path(env).expanduser())
+        if why:
+            raise ConfigError(why)
+        return Path(env).expanduser()
     if writable(REPO_DATA):
         return REPO_DATA
-    return Path.home() / ".cache" / "lmcourse"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError, OSError):  # no HOME and no password entry
+        raise ConfigError(f"{REPO_DATA} is read-only and the home folder is unknown: set LMCOURSE_CACHE to a "
+                          "writable folder.") from None
+    folder = home / ".cache" / "lmcourse"
+    if not writable(folder):
+        raise ConfigError(f"Neither {REPO_DATA} nor {folder} can be written to: set LMCOURSE_CACHE to a "
+                          "writable folder.")
+    return folder
 
 
 def data_dir() -> Path:
     """Where the real corpora are looked for first (``LMCOURSE_DATA``, else the cache folder)."""
     env = os.environ.get("LMCOURSE_DATA")
-    return Path(env) if env else cache_dir()
+    if not env:
+        return cache_dir()
+    path = Path(env).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"LMCOURSE_DATA={path} is a file, not a folder: point it at the folder that holds "
+                          "ptb/, wikitext-2/ or tinyshakespeare/, or unset it.")
+    return path
+
+
+def check_environment() -> None:
+    """Raise a :class:`ConfigError` for the first unusable ``LMCOURSE_*`` setting, if any."""
+    scale()
+    if os.environ.get("LMCOURSE_CACHE"):
+        cache_dir()
+    if os.environ.get("LMCOURSE_DATA"):
+        data_dir()
 
 
 def by_scale(ci, cpu, gpu):
     """Pick the value for the current scale: ``by_scale(ci=1, cpu=5, gpu=40)``."""
-    return {"ci": ci, "cpu": cpu, "gpu": gpu}[SCALE]
+    current = globals()["SCALE"] if "SCALE" in globals() else scale()
+    return {"ci": ci, "cpu": cpu, "gpu": gpu}[current]
