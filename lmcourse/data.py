@@ -5,7 +5,19 @@ every line of a file becomes ``line.split() + ['<eos>']`` (blank lines give just
 convention of the AWD-LSTM and pytorch ``word_language_model`` code, so the published token counts
 hold: PTB 929,589 / 73,760 / 82,430 tokens over 10,000 types, WikiText-2 2,088,628 / 217,646 /
 245,569 over 33,278 (Merity et al. 2017; Merity et al. 2018). At the character level the stream is the
-characters of the text, the newline included.
+characters of the text, the newline included. Files are read as UTF-8; a leading byte-order mark is
+dropped.
+
+The vocabulary comes from the training text alone, so valid and test never change it:
+
+- words: the types of train.txt in order of first appearance, those seen fewer than ``min_count``
+  times left out, and ``<unk>`` (appended when train.txt lacks it). Every other word of any split
+  is read as ``<unk>``; ``Corpus.unk_mapped`` counts them per split. PTB and WikiText-2 already map
+  rare words to ``<unk>`` in their files, so nothing is mapped there and their vocabularies stay
+  10,000 and 33,278. A folder's ``vocab.txt``, when present, is the vocabulary instead, and a word
+  outside it is an error;
+- characters: the sorted characters of train; a character of valid or test unseen in train is
+  read as U+FFFD (the replacement character), added to the vocabulary only then.
 
 Batching, as in AWD-LSTM's ``main.py`` (awd-lstm-lm code):
 
@@ -22,7 +34,8 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
 from typing import Iterator, Optional
@@ -31,19 +44,25 @@ import numpy as np
 import torch
 
 from . import config, download
-from .vocab import EOS, Vocab
+from .errors import CorpusError, check_int, check_number
+from .vocab import EOS, UNK, Vocab
 
 NAMES = (config.EMBEDDED, "ptb", "wikitext-2", "tinyshakespeare")
 LEVELS = ("word", "char")
 SPLITS = ("train", "valid", "test")
 SHAKESPEARE_CUTS = (0.90, 0.95)  # train / valid / test = 90% / 5% / 5% of the characters
 CACHE_MIN_BYTES = 1 << 20  # smaller corpora encode in a few ms: no token cache
-CACHE_FORMAT = 1  # bump when the encoding changes, so that older caches are not read
+CACHE_FORMAT = 2  # bump when the encoding changes, so that older caches are not read
+UNSEEN_CHAR = "\ufffd"  # the replacement character: a character of valid or test unseen in train
 
 
 @dataclass
 class Corpus:
-    """Three token streams over one vocabulary: ``train``, ``valid``, ``test`` are (N,) LongTensors."""
+    """Three token streams over one vocabulary: ``train``, ``valid``, ``test`` are (N,) LongTensors.
+
+    ``unk_mapped[split]`` is how many tokens of that split were outside the vocabulary and were
+    read as ``<unk>`` (characters: as U+FFFD).
+    """
 
     name: str
     level: str
@@ -51,19 +70,26 @@ class Corpus:
     valid: torch.Tensor
     test: torch.Tensor
     vocab: Vocab
+    unk_mapped: dict = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{s} {len(getattr(self, s)):,}" for s in SPLITS)
-        return f"Corpus({self.name!r}, {self.level} level: {sizes} tokens; vocabulary {len(self.vocab):,})"
+        mapped = sum(self.unk_mapped.values())
+        unk = UNK if self.level == "word" else "U+FFFD"
+        note = f"; {mapped:,} tokens read as {unk} ({self._mapped_by_split()})" if mapped else ""
+        return f"Corpus({self.name!r}, {self.level} level: {sizes} tokens; vocabulary {len(self.vocab):,}{note})"
+
+    def _mapped_by_split(self) -> str:
+        return ", ".join(f"{s} {self.unk_mapped.get(s, 0):,}" for s in SPLITS)
 
 
 # ---------------------------------------------------------------------------------------------
 # Finding the text
 
 
-def _unknown(name) -> ValueError:
+def _unknown(name) -> CorpusError:
     names = ", ".join(repr(n) for n in NAMES)
-    return ValueError(f"Unknown corpus {name!r}: use one of {names}, or give the path of a folder "
+    return CorpusError(f"Unknown corpus {name!r}: use one of {names}, or give the path of a folder "
                       "holding train.txt, valid.txt and test.txt.")
 
 
@@ -82,18 +108,30 @@ def _real_folder(name: str, data_dir) -> Path:
 
 
 def _read(path: Path) -> str:
-    with open(path, encoding="utf-8") as f:  # universal newlines: \r\n and \r read as \n
-        text = f.read()
+    """The text of a UTF-8 file (a byte-order mark dropped; ``\\r\\n`` and ``\\r`` read as ``\\n``)."""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            text = f.read()
+    except UnicodeDecodeError as err:
+        raise CorpusError(f"{path} is not UTF-8 text (byte {err.start} is {err.object[err.start:err.start + 1]!r}): "
+                          "save it as UTF-8.") from None
+    except OSError as err:
+        raise CorpusError(f"{path} cannot be read ({err.strerror or err}): check that it exists and that "
+                          "you may read it.") from None
     if not text:
-        raise ValueError(f"{path} is empty: every split needs some text.")
+        raise CorpusError(f"{path} is empty: every split needs some text.")
     return text
 
 
 def _split_files(folder: Path) -> list[Path]:
     for split in SPLITS:
-        if not (folder / f"{split}.txt").is_file():
-            raise ValueError(f"The folder {folder} has no {split}.txt: a corpus folder needs train.txt, "
-                             "valid.txt and test.txt.")
+        path = folder / f"{split}.txt"
+        if path.is_dir():
+            raise CorpusError(f"{path} is a folder, not a text file: a corpus folder needs the files train.txt, "
+                              "valid.txt and test.txt.")
+        if not path.is_file():
+            raise CorpusError(f"The folder {folder} has no {split}.txt: a corpus folder needs train.txt, "
+                              "valid.txt and test.txt.")
     return [folder / f"{s}.txt" for s in SPLITS]
 
 
@@ -129,11 +167,14 @@ def _locate(name, data_dir) -> tuple[str, list[Path], Optional[Path]]:
     if not isinstance(name, (str, os.PathLike)):
         raise TypeError(f"The corpus name must be a string or a folder path, got {type(name).__name__}.")
     folder = Path(name)
+    if folder.is_file():
+        raise CorpusError(f"{folder} is a file, not a folder: give the folder holding train.txt, valid.txt "
+                          "and test.txt.")
     if not folder.is_dir():
         if isinstance(name, str) and os.sep not in name and "/" not in name:
             raise _unknown(name)
-        raise ValueError(f"The folder {folder} does not exist: give a folder holding train.txt, valid.txt "
-                         f"and test.txt, or one of the names {', '.join(NAMES)}.")
+        raise CorpusError(f"The folder {folder} does not exist: give a folder holding train.txt, valid.txt "
+                          f"and test.txt, or one of the names {', '.join(NAMES)}.")
     vocab = folder / "vocab.txt"
     return folder.name, _split_files(folder), vocab if vocab.is_file() else None
 
@@ -148,12 +189,16 @@ def _texts(files: list[Path]) -> list[str]:
 # The token cache: encoding WikiText-2 takes about a second, reading its ids back a few ms.
 
 
-def _cache_path(label: str, level: str, files: list[Path]) -> Optional[Path]:
-    """Where the ids of these exact files (keyed by path, size and mtime) are cached; None for small corpora."""
-    stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-    if sum(s[1] for s in stats) < CACHE_MIN_BYTES:
+def _cache_path(label: str, level: str, files: list[Path], min_count: int) -> Optional[Path]:
+    """Where the ids of these exact bytes (keyed by their sha256) are cached; None for small corpora.
+
+    The key is the files' content, not their size and modification time, so an edit restored with
+    ``touch -r`` is still seen; hashing WikiText-2 takes about 11 ms.
+    """
+    if sum(f.stat().st_size for f in files) < CACHE_MIN_BYTES:
         return None
-    digest = hashlib.sha256(json.dumps([CACHE_FORMAT, level, stats]).encode()).hexdigest()[:16]
+    hashes = [download.sha256_of(f) for f in files]
+    digest = hashlib.sha256(json.dumps([CACHE_FORMAT, level, min_count, hashes]).encode()).hexdigest()[:16]
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in label)
     return config.cache_dir() / "tokens" / f"{safe}-{level}-{digest}.pt"
 
@@ -161,22 +206,22 @@ def _cache_path(label: str, level: str, files: list[Path]) -> Optional[Path]:
 def _load_cached(path: Path):
     try:
         saved = torch.load(path, weights_only=True)
-        streams, vocab = [saved[s] for s in SPLITS], Vocab(saved["itos"])
+        streams, vocab, mapped = [saved[s] for s in SPLITS], Vocab(saved["itos"]), saved["unk_mapped"]
     except Exception:  # a missing or damaged cache is simply rebuilt
         return None
-    if all(t.dtype == torch.long and t.dim() == 1 for t in streams):
-        return streams, vocab
+    if all(t.dtype == torch.long and t.dim() == 1 for t in streams) and set(mapped) == set(SPLITS):
+        return streams, vocab, {s: int(mapped[s]) for s in SPLITS}
     return None
 
 
-def _save_cached(path: Path, streams: list[torch.Tensor], vocab: Vocab) -> None:
+def _save_cached(path: Path, streams: list[torch.Tensor], vocab: Vocab, mapped: dict) -> None:
     """Write atomically; replace older caches of the same corpus; skip silently where nothing can be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
         os.close(fd)
         try:
-            torch.save({"itos": vocab.itos, **dict(zip(SPLITS, streams))}, tmp)
+            torch.save({"itos": vocab.itos, "unk_mapped": mapped, **dict(zip(SPLITS, streams))}, tmp)
             os.replace(tmp, path)
         finally:
             Path(tmp).unlink(missing_ok=True)
@@ -198,48 +243,73 @@ def words_of(text: str) -> list[str]:
     return text.replace("\n", f" {EOS} ").split()
 
 
-def _encode_words(streams: list[list[str]], itos: list[str], vocab_file: Optional[Path]) -> list[torch.Tensor]:
+def _encode_words(streams: list[list[str]], itos: list[str], vocab_file: Optional[Path]
+                  ) -> tuple[list[torch.Tensor], dict]:
+    """Ids of every split and how many words of each were outside ``itos`` (read as ``<unk>``).
+
+    With a ``vocab_file`` a word outside it is an error instead.
+    """
     stoi = {s: i for i, s in enumerate(itos)}
-    out = []
+    out, mapped = [], {}
     for split, words in zip(SPLITS, streams):
-        if vocab_file is None:  # every word is in the vocabulary built from these streams
-            ids = np.fromiter(map(stoi.__getitem__, words), dtype=np.int64, count=len(words))
-        else:
-            ids = np.fromiter(map(stoi.get, words, repeat(-1)), dtype=np.int64, count=len(words))
-        if vocab_file is not None and (ids < 0).any():
-            word = words[int(np.argmax(ids < 0))]
-            raise ValueError(f"The word {word!r} of {split}.txt is not in {vocab_file}: regenerate the corpus, "
-                             "or delete vocab.txt to build the vocabulary from the text.")
+        ids = np.fromiter(map(stoi.get, words, repeat(-1)), dtype=np.int64, count=len(words))  # (N,)
+        outside = ids < 0  # (N,)
+        if vocab_file is not None and outside.any():
+            word = words[int(np.argmax(outside))]
+            raise CorpusError(f"The word {word!r} of {split}.txt is not in {vocab_file}: regenerate the corpus, "
+                              "or delete vocab.txt to build the vocabulary from train.txt.")
+        mapped[split] = int(outside.sum())
+        if mapped[split]:
+            ids[outside] = stoi[UNK]
         out.append(torch.from_numpy(ids))
-    return out
+    return out, mapped
 
 
-def _word_corpus(texts: list[str], vocab_file: Optional[Path]) -> tuple[list[torch.Tensor], Vocab]:
-    """Word ids; the vocabulary is vocab.txt's, else the types in order of first appearance over train, valid, test."""
+def train_vocabulary(train_words: list[str], min_count: int = 1) -> list[str]:
+    """The word types of the training stream in order of first appearance, kept when seen at least
+    ``min_count`` times (``<eos>`` and ``<unk>`` always), with ``<unk>`` appended when absent."""
+    counts = Counter(train_words)
+    itos = [w for w in counts if counts[w] >= min_count or w in (EOS, UNK)]  # Counter keeps first-seen order
+    return itos if UNK in counts else itos + [UNK]
+
+
+def _vocab_file_itos(vocab_file: Path) -> list[str]:
+    itos = [t for t in _read(vocab_file).split("\n") if t]
+    repeated = [t for t, n in Counter(itos).items() if n > 1]
+    if repeated:
+        raise CorpusError(f"{vocab_file} lists the token {repeated[0]!r} more than once: give each token one line.")
+    return itos
+
+
+def _word_corpus(texts: list[str], vocab_file: Optional[Path], min_count: int):
+    """(ids of each split, Vocab, tokens read as <unk> per split); see the module docstring for the vocabulary."""
     streams = [words_of(t) for t in texts]
-    if vocab_file is not None:
-        itos = [t for t in _read(vocab_file).split("\n") if t]
-    else:
-        seen: dict[str, None] = {}
-        for words in streams:
-            seen.update(dict.fromkeys(words))
-        itos = list(seen)
-    return _encode_words(streams, itos, vocab_file), Vocab(itos)
+    if vocab_file is not None and min_count != 1:
+        raise CorpusError(f"min_count={min_count} needs a vocabulary built from train.txt, but this corpus comes "
+                          f"with {vocab_file}: leave min_count at 1.")
+    itos = _vocab_file_itos(vocab_file) if vocab_file is not None else train_vocabulary(streams[0], min_count)
+    ids, mapped = _encode_words(streams, itos, vocab_file)
+    return ids, Vocab(itos), mapped
 
 
-def _char_corpus(texts: list[str]) -> tuple[list[torch.Tensor], Vocab]:
-    """Character ids; the vocabulary is the sorted set of characters over all splits."""
-    codes = [np.frombuffer(t.encode("utf-32-le"), dtype=np.uint32) for t in texts]  # Unicode code points
-    present = np.zeros(int(max(c.max() for c in codes)) + 1, dtype=bool)
-    for c in codes:
-        present[c] = True
+def _char_corpus(texts: list[str]):
+    """Character ids over the sorted characters of train (plus U+FFFD for unseen ones), and their count per split."""
+    codes = [np.frombuffer(t.encode("utf-32-le"), dtype=np.uint32).astype(np.int64) for t in texts]  # code points
+    size = max(int(max(c.max() for c in codes)), ord(UNSEEN_CHAR)) + 1
+    present = np.zeros(size, dtype=bool)
+    present[codes[0]] = True  # the characters of train
+    outside = [~present[c] for c in codes]  # (N,) per split
+    mapped = {s: int(o.sum()) for s, o in zip(SPLITS, outside)}
+    if any(mapped.values()):
+        present[ord(UNSEEN_CHAR)] = True
+        codes = [np.where(o, ord(UNSEEN_CHAR), c) for c, o in zip(codes, outside)]
     points = np.flatnonzero(present)  # sorted code points = sorted characters
-    lookup = np.zeros(len(present), dtype=np.int64)
+    lookup = np.zeros(size, dtype=np.int64)
     lookup[points] = np.arange(len(points))
-    return [torch.from_numpy(lookup[c]) for c in codes], Vocab([chr(p) for p in points])
+    return [torch.from_numpy(lookup[c]) for c in codes], Vocab([chr(p) for p in points]), mapped
 
 
-def load_corpus(name=None, level: str = "word", data_dir=None, cache: bool = True) -> Corpus:
+def load_corpus(name=None, level: str = "word", data_dir=None, cache: bool = True, min_count: int = 1) -> Corpus:
     """Load a corpus as three token streams.
 
     ``name``: ``None`` or ``"embedded"`` (the generated corpus, offline), ``"ptb"``, ``"wikitext-2"``,
@@ -247,22 +317,29 @@ def load_corpus(name=None, level: str = "word", data_dir=None, cache: bool = Tru
     folder holding ``train.txt``, ``valid.txt``, ``test.txt`` (and optionally ``vocab.txt``, one
     token a line, used as the word vocabulary in that order). Real corpora are looked for as
     ``<data_dir>/<name>/`` (default :func:`lmcourse.config.data_dir`, then the cache folder) and
-    downloaded, sha256-verified, when absent. ``level``: ``"word"`` or ``"char"``. With ``cache``,
-    the ids of a corpus of 1 MB or more are kept under the cache folder, keyed by the files' paths,
-    sizes and modification times, and read back (``weights_only``) while the files are unchanged.
+    downloaded, sha256-verified, when absent. ``level``: ``"word"`` or ``"char"``. The vocabulary
+    comes from train alone; words seen fewer than ``min_count`` times in train, and words of valid
+    and test unseen in train, are read as ``<unk>`` and counted in ``Corpus.unk_mapped`` (see the
+    module docstring). With ``cache``, the ids of a corpus of 1 MB or more are kept under the cache
+    folder, keyed by the sha256 of the files, and read back (``weights_only``) while the bytes are
+    unchanged.
     """
     if level not in LEVELS:
         raise ValueError(f"level={level!r} is not a level: use 'word' or 'char'.")
+    min_count = check_int(min_count, "min_count", 1)
+    if level == "char" and min_count != 1:
+        raise ValueError(f"min_count={min_count} applies to words: leave it at 1 for level='char'.")
     label, files, vocab_file = _locate(name, data_dir)
-    path = _cache_path(label, level, files + ([vocab_file] if vocab_file and level == "word" else []))
-    cached = _load_cached(path) if cache and path is not None else None
+    keyed = files + ([vocab_file] if vocab_file and level == "word" else [])
+    path = _cache_path(label, level, keyed, min_count) if cache else None
+    cached = _load_cached(path) if path is not None else None
     if cached is None:
         texts = _texts(files)
-        cached = _char_corpus(texts) if level == "char" else _word_corpus(texts, vocab_file)
-        if cache and path is not None:
+        cached = _char_corpus(texts) if level == "char" else _word_corpus(texts, vocab_file, min_count)
+        if path is not None:
             _save_cached(path, *cached)
-    streams, vocab = cached
-    return Corpus(label, level, *streams, vocab)
+    streams, vocab, mapped = cached
+    return Corpus(label, level, *streams, vocab, mapped)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,11 +347,7 @@ def load_corpus(name=None, level: str = "word", data_dir=None, cache: bool = Tru
 
 
 def _check_int(value, what: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what} must be an integer, got {type(value).__name__}.")
-    if value < low:
-        raise ValueError(f"{what} must be at least {low}, got {value}.")
-    return int(value)
+    return check_int(value, what, low)
 
 
 def batchify(tokens: torch.Tensor, batch_size: int) -> torch.Tensor:
@@ -331,8 +404,8 @@ def variable_bptt_batches(source: torch.Tensor, bptt: int, generator: torch.Gene
         raise ValueError(f"max_len={max_len} is below min_len={min_len}: raise max_len or lower min_len.")
     if not isinstance(generator, torch.Generator):
         raise TypeError("generator must be a torch.Generator: pass torch.Generator().manual_seed(seed).")
-    if not 0.0 <= p <= 1.0 or sigma < 0:
-        raise ValueError(f"Need 0 <= p <= 1 and sigma >= 0, got p={p} and sigma={sigma}.")
+    check_number(p, "p", 0.0, 1.0)
+    check_number(sigma, "sigma", 0.0)
     _check_source(source)
     T, i = source.size(0), 0
     while i < T - 1:

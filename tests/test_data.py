@@ -8,7 +8,7 @@ import torch
 
 from lmcourse import data, embedded
 from lmcourse.data import batchify, bptt_batches, load_corpus, split_shakespeare, variable_bptt_batches, words_of
-from lmcourse.vocab import EOS
+from lmcourse.vocab import EOS, UNK
 
 
 def line_words(path: Path) -> list[str]:
@@ -40,8 +40,9 @@ TEST = "  \na cat ran\n"
 def test_word_stream_matches_line_by_line_reading(tmp_path):
     folder = write_corpus(tmp_path / "tiny", TRAIN, VALID, TEST)
     corpus = load_corpus(folder)
+    known = set(line_words(folder / "train.txt"))
     for split in ("train", "valid", "test"):
-        expected = line_words(folder / f"{split}.txt")
+        expected = [w if w in known else UNK for w in line_words(folder / f"{split}.txt")]
         assert corpus.vocab.decode(getattr(corpus, split)) == expected
     assert corpus.name == "tiny" and corpus.level == "word"
 
@@ -51,16 +52,34 @@ def test_words_of_gives_eos_for_blank_and_unterminated_lines():
     assert words_of(" \n") == [EOS]
 
 
-def test_vocabulary_in_order_of_first_appearance_over_train_valid_test(tmp_path):
+def test_vocabulary_is_train_in_order_of_first_appearance_then_unk(tmp_path):
     corpus = load_corpus(write_corpus(tmp_path / "tiny", TRAIN, VALID, TEST))
-    stream = line_words(tmp_path / "tiny/train.txt") + line_words(tmp_path / "tiny/valid.txt") \
-        + line_words(tmp_path / "tiny/test.txt")
     first_seen = []
-    for w in stream:
+    for w in line_words(tmp_path / "tiny/train.txt"):
         if w not in first_seen:
             first_seen.append(w)
-    assert corpus.vocab.itos == first_seen
+    assert corpus.vocab.itos == first_seen + [UNK]
     assert corpus.train.dtype == torch.long and corpus.train.dim() == 1
+    # valid "the dog": dog is unseen in train; test "a cat ran": ran is unseen
+    assert corpus.unk_mapped == {"train": 0, "valid": 1, "test": 1}
+    assert "2 tokens read as <unk> (train 0, valid 1, test 1)" in repr(corpus)
+
+
+def test_editing_test_changes_neither_vocabulary_nor_valid(tmp_path):
+    before = load_corpus(write_corpus(tmp_path / "a", TRAIN, VALID, TEST))
+    after = load_corpus(write_corpus(tmp_path / "b", TRAIN, VALID, TEST + "zebra quagga okapi\n"))
+    assert after.vocab == before.vocab and torch.equal(after.valid, before.valid)
+    assert after.unk_mapped["test"] == before.unk_mapped["test"] + 3
+
+
+def test_unk_in_train_keeps_its_place_and_min_count_maps_rare_words(tmp_path):
+    folder = write_corpus(tmp_path / "m", "a b a <unk>\nb a c\n", "a d\n", "c\n")
+    assert load_corpus(folder).vocab.itos == ["a", "b", UNK, EOS, "c"]
+    rare = load_corpus(folder, min_count=2)  # c is seen once
+    assert rare.vocab.itos == ["a", "b", UNK, EOS]
+    assert rare.vocab.decode(rare.train) == ["a", "b", "a", UNK, EOS, "b", "a", UNK, EOS]
+    assert rare.unk_mapped == {"train": 1, "valid": 1, "test": 1}  # the <unk> of the file is not counted
+    assert load_corpus(folder, min_count=3).vocab.itos == ["a", UNK, EOS]  # <eos> is always kept
 
 
 def test_vocab_txt_is_used_in_its_order(tmp_path):
@@ -80,12 +99,28 @@ def test_vocab_txt_missing_a_word_is_a_clear_error(tmp_path):
 
 
 def test_char_level_keeps_newlines_and_sorts_the_characters(tmp_path):
-    folder = write_corpus(tmp_path / "c", "ba\nc\n", "éa\n", "b\n")
+    folder = write_corpus(tmp_path / "c", "ba\nc\n", "ca\n", "b\n")
     corpus = load_corpus(folder, level="char")
-    assert corpus.vocab.itos == sorted(set("ba\nc\néa\nb\n"))
+    assert corpus.vocab.itos == sorted(set("ba\nc\n"))
     assert corpus.vocab.to_text(corpus.train) == "ba\nc\n"
-    assert corpus.vocab.to_text(corpus.valid) == "éa\n"
+    assert corpus.vocab.to_text(corpus.valid) == "ca\n"
     assert corpus.vocab.itos[corpus.vocab.eos] == "\n"
+    assert corpus.unk_mapped == {"train": 0, "valid": 0, "test": 0} and "read as" not in repr(corpus)
+
+
+def test_char_level_reads_characters_unseen_in_train_as_the_replacement_character(tmp_path):
+    corpus = load_corpus(write_corpus(tmp_path / "c", "ba\nc\n", "éa\n", "bü\n"), level="char")
+    assert corpus.vocab.itos == sorted(set("ba\nc\n") | {"\ufffd"})
+    assert corpus.vocab.to_text(corpus.valid) == "\ufffda\n" and corpus.vocab.to_text(corpus.test) == "b\ufffd\n"
+    assert corpus.unk_mapped == {"train": 0, "valid": 1, "test": 1}
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_token(tmp_path):
+    folder = write_corpus(tmp_path / "bom", "the cat\n", "the\n", "cat\n")
+    (folder / "train.txt").write_bytes(b"\xef\xbb\xbfthe cat\n")
+    corpus = load_corpus(folder)
+    assert corpus.vocab.itos == ["the", "cat", EOS, UNK] and corpus.unk_mapped["valid"] == 0
+    assert load_corpus(folder, level="char").vocab.to_text(load_corpus(folder, level="char").train) == "the cat\n"
 
 
 def test_char_level_ignores_a_word_vocab_txt(tmp_path):
@@ -106,6 +141,8 @@ def test_unknown_name_lists_the_names_and_mentions_folders():
 def test_missing_folder_split_level_and_empty_file_are_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         load_corpus(str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        load_corpus(write_corpus(tmp_path / "f", "a\n", "b\n", "c\n") / "train.txt")
     folder = write_corpus(tmp_path / "t", "a\n", "b\n", "c\n")
     (folder / "test.txt").unlink()
     with pytest.raises(ValueError, match="no test.txt"):
@@ -134,10 +171,22 @@ def test_token_cache_gives_the_same_corpus_and_follows_file_changes(tmp_path, mo
     for c in (first, second):
         assert c.vocab == fresh.vocab
         assert all(torch.equal(getattr(c, s), getattr(fresh, s)) for s in ("train", "valid", "test"))
-    (folder / "valid.txt").write_text("the zebra\n")  # changes size and mtime: the cache is not reused
+    (folder / "train.txt").write_text(TRAIN + " zebra\n")  # changes size and mtime: the cache is not reused
     changed = load_corpus(folder)
-    assert changed.vocab.decode(changed.valid) == ["the", "zebra", EOS]
+    assert changed.vocab.decode(changed.train)[-2:] == ["zebra", EOS]
     assert len(list((tmp_path / "cache/tokens").glob("tiny-word-*.pt"))) == 1  # the stale one is gone
+
+
+def test_token_cache_sees_an_edit_that_keeps_size_and_mtime(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(data, "CACHE_MIN_BYTES", 0)
+    folder = write_corpus(tmp_path / "tiny", "the cat\n", "the\n", "cat\n")
+    path = folder / "train.txt"
+    assert load_corpus(folder).vocab.itos == ["the", "cat", EOS, UNK]
+    stat = path.stat()
+    path.write_text("the cow\n")  # same size; then the old modification time restored, as `touch -r` does
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert load_corpus(folder).vocab.itos == ["the", "cow", EOS, UNK]
 
 
 # --- the embedded corpus ---------------------------------------------------------------------
