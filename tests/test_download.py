@@ -86,8 +86,8 @@ def closed_url():
 
 
 def listing(folder):
-    """The files left in a folder, apart from the verification stamp."""
-    return sorted(p.name for p in folder.iterdir() if p.name != download.STAMP)
+    """The files left in a folder."""
+    return sorted(p.name for p in folder.iterdir())
 
 
 def test_success_writes_the_exact_bytes(server, tmp_path):
@@ -167,29 +167,54 @@ def test_verified_folder_needs_no_network(tmp_path, closed_url):
     texts = {"train.txt": b"a b\n", "valid.txt": b"b a\n", "test.txt": b"a\n"}
     for name, b in texts.items():
         (folder / name).write_bytes(b)
-        os.utime(folder / name, ns=(10**18, 10**18))  # old enough to be stamped
     files = {name: Remote(sha(b), (closed_url,)) for name, b in texts.items()}
-    assert download.fetch(files, folder, progress=False) == folder  # hashes, stamps
-    assert download.fetch(files, folder, progress=False) == folder  # the stamp answers
-    assert listing(folder) == sorted(texts) and (folder / download.STAMP).exists()
-    assert data.load_corpus(folder).vocab.itos == ["a", "b", "<eos>"]
+    assert download.fetch(files, folder, progress=False) == folder
+    assert listing(folder) == sorted(texts)  # nothing added: no stamp, no temporary file
+    assert data.load_corpus(folder).vocab.itos == ["a", "b", "<eos>", "<unk>"]
 
 
-def test_stamp_spares_rehashing_but_not_a_changed_file(tmp_path, monkeypatch):
+def test_every_use_rehashes_so_an_edit_hidden_by_touch_is_caught(tmp_path):
     path = tmp_path / "f.txt"
     path.write_bytes(BODY)
-    assert download.is_verified(path, sha(BODY))
-    assert not (tmp_path / download.STAMP).exists()  # too recent to trust its mtime
     os.utime(path, ns=(10**18, 10**18))
-    assert download.is_verified(path, sha(BODY)) and (tmp_path / download.STAMP).exists()
-    with monkeypatch.context() as m:
-        m.setattr(download, "sha256_of", lambda p: pytest.fail("hashed although the stamp matches"))
-        assert download.is_verified(path, sha(BODY))
-    path.write_bytes(OTHER + b"x" * (len(BODY) - len(OTHER)))  # same size, new bytes
-    os.utime(path, ns=(15 * 10**17, 15 * 10**17))
+    assert download.is_verified(path, sha(BODY))
+    flipped = bytearray(BODY)
+    flipped[100] ^= 1
+    path.write_bytes(bytes(flipped))  # one bit changed; size and modification time restored
+    os.utime(path, ns=(10**18, 10**18))
     assert not download.is_verified(path, sha(BODY))
     with pytest.raises(ChecksumError, match="delete it"):
         download.download(["http://127.0.0.1:9/unused"], path, sha(BODY), progress=False)
+    assert path.read_bytes() == bytes(flipped) and listing(tmp_path) == ["f.txt"]
+
+
+def test_an_upper_case_digest_is_the_same_digest(server, tmp_path):
+    server.routes["/f.txt"] = ("ok", BODY)
+    dest = download.download([server.url + "/f.txt"], tmp_path / "f.txt", sha(BODY).upper(), progress=False)
+    assert dest.read_bytes() == BODY and download.is_verified(dest, sha(BODY).upper())
+    assert download.fetch({"f.txt": Remote(sha(BODY).upper(), (server.url + "/f.txt",))}, tmp_path,
+                          progress=False) == tmp_path
+    assert server.hits == ["/f.txt"]  # the file on disk was accepted without a download
+    with pytest.raises(ValueError, match="not a sha256 digest"):
+        download.download([server.url + "/f.txt"], tmp_path / "g.txt", "xyz", progress=False)
+
+
+def test_ctrl_c_during_an_archive_download_leaves_no_partial_file(server, tmp_path, monkeypatch):
+    server.routes["/c.zip"] = ("ok", make_zip({"wiki.train.tokens": BODY}))
+    real_stream = download._stream
+
+    def interrupted(url, out, progress):
+        real_stream(url, out, progress)  # the archive is partly on disk when Ctrl-C comes
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(download, "_stream", interrupted)
+    files = {"train.txt": Remote(sha(BODY), ((server.url + "/c.zip", "wiki.train.tokens"),))}
+    with pytest.raises(KeyboardInterrupt):
+        download.fetch(files, tmp_path / "wt", progress=False)
+    assert listing(tmp_path / "wt") == []
+    monkeypatch.setattr(download, "_stream", real_stream)
+    download.fetch(files, tmp_path / "wt", progress=False)
+    assert listing(tmp_path / "wt") == ["train.txt"]
 
 
 def test_bad_url_list_is_a_clear_error(tmp_path):
