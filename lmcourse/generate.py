@@ -65,6 +65,13 @@ def _check_sampling(temperature, top_k, top_p) -> None:
 
 # --------------------------------------------------------------------------------------- prompt
 
+def _check_model(model) -> None:
+    needed = ("vocab", "start", "next_log_probs", "advance", "reorder")
+    if not all(hasattr(model, name) for name in needed):
+        raise TypeError(f"Expected a language model (with vocab, start, next_log_probs, advance and reorder), "
+                        f"got {type(model).__name__}: pass a fitted NGramLM, an RNNLM or the Oracle.")
+
+
 def is_char_vocab(vocab) -> bool:
     """A character vocabulary: every token is a single character."""
     return all(len(s) == 1 for s in vocab.itos)
@@ -77,6 +84,7 @@ def encode_prompt(model: LanguageModel, prompt: Prompt) -> list:
     whitespace-separated words, with every line break read as ``<eos>`` (the inverse of
     ``Vocab.to_text``). A list or tensor of ids is checked against the vocabulary size.
     """
+    _check_model(model)
     vocab = model.vocab
     if prompt is None:
         return []
@@ -145,7 +153,9 @@ def sampling_distribution(logp: torch.Tensor, temperature: float = 1.0, top_k: O
     _check_sampling(temperature, top_k, top_p)
     if temperature == 0:
         raise ValueError("temperature 0 is greedy decoding and has no distribution: use a temperature > 0.")
-    logits = logp.double() / temperature  # (B, V)
+    logp = logp.double()
+    best = logp.amax(dim=-1, keepdim=True)  # (B, 1); shifting by it keeps a tiny temperature finite
+    logits = (logp - torch.where(torch.isfinite(best), best, torch.zeros_like(best))) / temperature  # (B, V)
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None and top_p < 1:
@@ -193,6 +203,10 @@ def sample(model: LanguageModel, prompt: Prompt = None, max_tokens: int = 50, te
     _check_sampling(temperature, top_k, top_p)
     _check_int(max_tokens, "max_tokens", 0)
     _check_int(num_samples, "num_samples", 1)
+    _check_int(seed, "seed", 0)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}: "
+                        "pass torch.Generator().manual_seed(seed), or give seed=... instead.")
     prompt_ids = encode_prompt(model, prompt)
     if max_tokens == 0:
         return [[] for _ in range(num_samples)]
@@ -275,9 +289,10 @@ def beam_search(model: LanguageModel, prompt: Prompt = None, beam_size: int = 5,
     """
     _check_int(beam_size, "beam_size", 1)
     _check_int(max_tokens, "max_tokens", 0)
-    if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
-        raise ValueError("length_penalty must be a number >= 0 (0 ranks by total log-probability), "
-                         f"got {length_penalty}.")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
+            or not (math.isfinite(length_penalty) and length_penalty >= 0):
+        raise ValueError("length_penalty must be a finite number >= 0 (0 ranks by total log-probability), "
+                         f"got {length_penalty!r}.")
     prompt_ids = encode_prompt(model, prompt)
     if max_tokens == 0:
         return [Beam([], 0.0)]

@@ -51,15 +51,38 @@ class LanguageModel:
         raise NotImplementedError
 
 
+STRINGS = ("Token ids must be integers, got strings: encode the words first with the model's vocabulary, "
+           "e.g. model.vocab.encode('the cat sat'.split()).")
+
+
+def _holds_strings(tokens) -> bool:
+    if isinstance(tokens, (str, bytes)):
+        return True
+    if getattr(tokens, "dtype", None) is not None and getattr(tokens.dtype, "kind", "") in "USO":
+        return True  # a NumPy array of strings or objects
+    try:
+        return any(isinstance(t, (str, bytes)) for t in list(tokens)[:1000])  # only reached on failure
+    except TypeError:
+        return False
+
+
 def check_tokens(tokens, vocab_size: int) -> torch.Tensor:
     """Return ``tokens`` as a 1-D LongTensor, or say clearly why it cannot be scored."""
-    tokens = torch.as_tensor(tokens)
+    if isinstance(tokens, (str, bytes)):
+        raise TypeError(STRINGS)
+    try:
+        tokens = torch.as_tensor(tokens)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        if _holds_strings(tokens):
+            raise TypeError(STRINGS) from None
+        raise TypeError(f"Expected a 1-D tensor or list of integer token ids, got {type(tokens).__name__}: "
+                        "encode the text with the model's own vocabulary.") from None
     if tokens.dim() != 1:
         raise ValueError(f"Expected a 1-D stream of token ids, got shape {tuple(tokens.shape)}: flatten it first.")
     if tokens.numel() == 0:
         raise ValueError("The token stream is empty: give at least one token to score.")
-    if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
-        raise TypeError(f"Token ids must be integers, got {tokens.dtype}.")
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise TypeError(f"Token ids must be integers, got {tokens.dtype}: pass a LongTensor of ids from vocab.encode.")
     lo, hi = int(tokens.min()), int(tokens.max())
     if lo < 0 or hi >= vocab_size:
         raise ValueError(f"Token id {hi if hi >= vocab_size else lo} is outside the vocabulary of {vocab_size}: "
@@ -69,6 +92,8 @@ def check_tokens(tokens, vocab_size: int) -> torch.Tensor:
 
 def mean_nll(model: LanguageModel, tokens) -> float:
     """Average negative log-likelihood in nats per token."""
+    if not callable(getattr(model, "score", None)):
+        raise TypeError(f"Expected a language model with a score(tokens) method, got {type(model).__name__}.")
     logp = model.score(tokens)
     if not torch.isfinite(logp).all():
         return math.inf

@@ -13,7 +13,12 @@ class Vocab:
     """``itos[i]`` is the string of id ``i``; ``stoi[s]`` is the id of string ``s``."""
 
     def __init__(self, itos: Sequence[str]):
+        if isinstance(itos, str):
+            raise TypeError("Vocab takes a list of token strings, got one string: split it first, e.g. Vocab(text.split()).")
         self.itos = list(itos)
+        bad = next((t for t in self.itos if not isinstance(t, str) or not t), None)
+        if bad is not None:
+            raise TypeError(f"Every token must be a non-empty string, got {bad!r}: build the vocabulary from text.")
         self.stoi = {s: i for i, s in enumerate(self.itos)}
         if len(self.stoi) != len(self.itos):
             raise ValueError("The vocabulary lists a token twice: give each token string once.")
@@ -40,6 +45,9 @@ class Vocab:
 
     def encode(self, tokens: Iterable[str]) -> torch.Tensor:
         """Map strings to a 1-D LongTensor of ids; a string outside the vocabulary is an error."""
+        if isinstance(tokens, str) and not all(len(t) == 1 for t in self.itos):
+            raise TypeError("encode takes a list of words, got one string: split it first, e.g. "
+                            "vocab.encode(text.split()).")
         tokens = list(tokens)
         try:
             return torch.tensor([self.stoi[t] for t in tokens], dtype=torch.long)
@@ -50,7 +58,13 @@ class Vocab:
     def decode(self, ids) -> list[str]:
         """Map ids (a tensor or a list) back to strings."""
         if isinstance(ids, torch.Tensor):
-            ids = ids.tolist()
+            if ids.dtype.is_floating_point or ids.dtype == torch.bool:
+                raise TypeError(f"Token ids must be integers, got {ids.dtype}.")
+            ids = ids.reshape(-1).tolist()
+        ids = list(ids)
+        if ids and (min(ids) < 0 or max(ids) >= len(self.itos)):
+            raise ValueError(f"Token id {min(ids) if min(ids) < 0 else max(ids)} is outside the vocabulary of "
+                             f"{len(self)} tokens: decode with the vocabulary the ids were made with.")
         return [self.itos[i] for i in ids]
 
     def to_text(self, ids) -> str:

@@ -338,7 +338,7 @@ def test_generate_text_methods():
     (lambda m: sample(m, num_samples=0), "num_samples must be at least 1"),
     (lambda m: beam_search(m, beam_size=0), "beam_size must be at least 1"),
     (lambda m: beam_search(m, max_tokens=-2), "max_tokens must be at least 0"),
-    (lambda m: beam_search(m, length_penalty=-1.0), "length_penalty must be a number >= 0"),
+    (lambda m: beam_search(m, length_penalty=-1.0), "length_penalty must be a finite number >= 0"),
     (lambda m: sample(m, [1, 7]), "outside the vocabulary of 5 tokens"),
     (lambda m: sample(m, "a zebra"), "'zebra' is not in the vocabulary"),
     (lambda m: generate_text(m, method="topk"), "method must be 'sample', 'greedy' or 'beam'"),
