@@ -177,6 +177,28 @@ def _check_payload(path: Path, payload: dict) -> LMConfig:
     return config
 
 
+def _build(path: Path, config: LMConfig, state: dict) -> RNNLM:
+    """The model of ``config`` holding the weights ``state``, once their names and shapes are checked.
+
+    The check runs on a skeleton on the ``meta`` device (no memory), so stored settings asking
+    for a huge model are refused before anything is allocated.
+    """
+    try:
+        with torch.device("meta"):
+            skeleton = RNNLM(config)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{path} {DAMAGED.format(why=f'its model settings are invalid: {err}')}.") from None
+    expected = {k: tuple(v.shape) for k, v in skeleton.state_dict().items()}
+    got = {k: tuple(v.shape) if isinstance(v, torch.Tensor) else None for k, v in state.items()}
+    if got != expected:
+        wrong = sorted(k for k in set(expected) | set(got) if got.get(k) != expected.get(k))
+        why = f"its weights do not fit its model settings, first at {wrong[0]!r}"
+        raise CheckpointError(f"{path} {DAMAGED.format(why=why)}.")
+    model = RNNLM(config)
+    model.load_state_dict(state)
+    return model
+
+
 def load_checkpoint(path, vocab: Optional[Vocab] = None, map_location=None):
     """Rebuild the model saved at ``path``; return ``(model, info)``.
 
@@ -199,12 +221,7 @@ def load_checkpoint(path, vocab: Optional[Vocab] = None, map_location=None):
         raise CheckpointError(f"The vocabulary given has {len(vocab)} tokens but the model in {path} has "
                               f"{config.vocab_size}: load it with the corpus it was trained on.")
     target = torch.device(map_location) if map_location is not None else default_device()
-    model = RNNLM(config)
-    try:
-        model.load_state_dict(payload["state_dict"])
-    except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as err:
-        why = f"its weights do not fit its model settings ({type(err).__name__})"
-        raise CheckpointError(f"{path} {DAMAGED.format(why=why)}.") from None
+    model = _build(path, config, payload["state_dict"])
     model.to(target).eval()
     model.vocab = Vocab(stored) if stored is not None else vocab
     info = {"config": config, "vocab": model.vocab, "history": payload["history"], "extra": payload["extra"]}

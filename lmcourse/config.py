@@ -87,6 +87,9 @@ def _not_a_folder(variable: str, path: Path) -> Optional[str]:
     """Why ``path`` (named by ``variable``) cannot hold files, or None when it can."""
     if path.exists() and not path.is_dir():
         return f"{variable}={path} is a file, not a folder: point it at a folder, or unset it."
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        return f"{variable}={path} lies under {blocker}, which is a file: point it at a folder, or unset it."
     if not writable(path):
         return f"{variable}={path} is not a folder this program can write to: point it at a writable folder, or unset it."
     return None

@@ -179,6 +179,7 @@ class _Session:
         for kept in self.archives.values():
             if isinstance(kept, Path):
                 kept.unlink(missing_ok=True)
+        self.archives.clear()
 
     def _archive(self, url: str) -> Path:
         if url not in self.archives:
@@ -273,6 +274,20 @@ def _folder(path) -> Path:
     return folder
 
 
+def _new_folders(folder: Path) -> list:
+    """The folders that ``folder.mkdir(parents=True)`` would create, deepest first."""
+    return [p for p in (folder, *folder.parents) if not p.exists()]
+
+
+def _remove_if_empty(folders: list) -> None:
+    """Undo the creation of ``folders`` (deepest first) where a failed download left them empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 def download(url_list, dest, sha256: str, progress: bool = True) -> Path:
     """Make ``dest`` hold the file whose sha256 is ``sha256``, trying the mirrors in ``url_list`` in order.
 
@@ -286,10 +301,15 @@ def download(url_list, dest, sha256: str, progress: bool = True) -> Path:
     _folder(dest.parent)
     if _existing(dest, sha256):
         return dest
+    made = _new_folders(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
     session = _Session(dest.parent, progress)
     try:
         return session.fetch(mirrors, dest, sha256)
+    except BaseException:
+        session.close()
+        _remove_if_empty(made)
+        raise
     finally:
         session.close()
 
@@ -300,11 +320,16 @@ def fetch(files: dict[str, Remote], folder, progress: bool = True) -> Path:
     missing = {name: r for name, r in files.items() if not _existing(folder / name, check_sha256(r.sha256))}
     if not missing:
         return folder
+    made = _new_folders(folder)
     folder.mkdir(parents=True, exist_ok=True)
     session = _Session(folder, progress)
     try:
         for name, remote in missing.items():
             session.fetch(_check_mirrors(remote.mirrors), folder / name, check_sha256(remote.sha256))
+    except BaseException:
+        session.close()
+        _remove_if_empty(made)  # files fetched before the failure stay: they are verified
+        raise
     finally:
         session.close()
     return folder
