@@ -57,6 +57,14 @@ _add("hochreiter1997", "Hochreiter, Schmidhuber", 1997, "Long short-term memory"
      "https://doi.org/10.1162/neco.1997.9.8.1735", "Hochreiter & Schmidhuber 1997")
 _add("gers2000", "Gers, Schmidhuber, Cummins", 2000, "Learning to forget: continual prediction with LSTM",
      "Neural Computation 12(10)", "https://doi.org/10.1162/089976600300015015", "Gers et al. 2000")
+_add("greff2017", "Greff, Srivastava, Koutnik, Steunebrink, Schmidhuber", 2017, "LSTM: a search space odyssey",
+     "IEEE Trans. Neural Networks and Learning Systems 28(10)", "https://arxiv.org/abs/1503.04069", "Greff et al. 2017")
+_add("jozefowicz2015", "Jozefowicz, Zaremba, Sutskever", 2015, "An empirical exploration of recurrent network architectures",
+     "ICML 2015", "https://proceedings.mlr.press/v37/jozefowicz15.html", "Jozefowicz et al. 2015")
+_add("karpathy2016", "Karpathy, Johnson, Fei-Fei", 2016, "Visualizing and understanding recurrent networks",
+     "ICLR 2016 workshop", "https://arxiv.org/abs/1506.02078", "Karpathy et al. 2016")
+_add("linzen2016", "Linzen, Dupoux, Goldberg", 2016, "Assessing the ability of LSTMs to learn syntax-sensitive dependencies",
+     "TACL 4", "https://aclanthology.org/Q16-1037", "Linzen et al. 2016")
 _add("bengio1994", "Bengio, Simard, Frasconi", 1994,
      "Learning long-term dependencies with gradient descent is difficult", "IEEE Trans. Neural Networks 5(2)",
      "https://doi.org/10.1109/72.279181", "Bengio et al. 1994")
