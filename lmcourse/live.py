@@ -26,6 +26,7 @@ from typing import Optional
 import torch
 
 from . import config
+from .loss import evaluate
 
 
 class Callback:
@@ -178,7 +179,6 @@ class LivePlot(Callback):
         self._pending = []
         valid_ppl = None
         if self.every is not None:
-            from .train import evaluate
             valid_ppl = math.exp(evaluate(trainer.model, self._valid, trainer.config.bptt))  # restores train mode
         x = trainer.epoch - 1 + (batch_idx + 1) / max(trainer.batches_per_epoch(), 1)
         self.points.append((x, math.exp(min(mean, 50.0)), valid_ppl))

@@ -12,200 +12,52 @@ Gradients are clipped to norm ``clip``; SGD updates :math:`\theta \leftarrow \th
 
 - Plain SGD divides :math:`\eta` by ``lr_decay`` whenever the validation loss does not improve
   (pytorch/examples ``word_language_model``).
-- NT-ASGD (Merity et al. 2018, Section 3) runs SGD until the validation loss of the epoch is worse than the best
-  of all epochs *before the last* ``nonmono`` ones, i.e. ``len(H) > n`` and
-  :math:`L_{val} > \min H_{[:-n]}` with ``H`` the earlier validation losses (the code's rule; the
-  paper's wording is a typo, awd-lstm-lm issue #13). It then switches to averaged SGD,
-  ``torch.optim.ASGD(lr, t0=0, lambd=0)``, and from then on evaluates and saves the averaged
-  weights :math:`\bar\theta = \frac{1}{K}\sum_k \theta_k`.
-- Variable BPTT: window lengths are drawn around ``bptt`` and the step size is scaled to
+- NT-ASGD (Merity et al. 2018, Section 3) runs SGD until the validation loss of the epoch is worse
+  than the best of all epochs *before the last* ``nonmono`` ones (:func:`~lmcourse.optim.should_switch_to_asgd`),
+  then switches to averaged SGD and from then on evaluates and saves the averaged weights
+  :math:`\bar\theta = \frac{1}{K}\sum_k \theta_k`.
+- Variable BPTT: window lengths are drawn around ``bptt`` (capped at ``bptt + max_seq_len_delta``
+  when given, as in the MoS code; Yang et al. 2018) and the step size is scaled to
   :math:`\eta \cdot \ell / \text{bptt}` for a window of length :math:`\ell`, then restored.
+- Gradient accumulation (``small_batch_size``, the MoS code's): the B columns are read in
+  sub-batches of S columns, each carrying its own hidden state; sub-batch ``j`` back-propagates
+  :math:`\frac{S}{B} L_j`, so the summed gradient is that of the whole batch, then one clip and step.
 
-The best validation weights are kept (and checkpointed); at the end of :meth:`Trainer.fit` the model
-holds them, also after Ctrl-C or a diverging loss.
+The run starts by measuring the validation loss of the starting weights; a "best" model is only
+kept (and checkpointed) when it beats that. The best weights are restored at the end of
+:meth:`Trainer.fit`, also after Ctrl-C, a diverging loss or an exception. With ``out_dir`` the run
+keeps a folder that :meth:`Trainer.fit` can resume exactly (:mod:`lmcourse.rundir`); under
+``torchrun`` it trains data-parallel (:mod:`lmcourse.distributed`).
 """
 from __future__ import annotations
 
 import math
 import time
 import warnings
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from contextlib import nullcontext
+from dataclasses import asdict
+from itertools import islice
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 
+from . import distributed
 from .checkpoint import copy_state, save_checkpoint
 from .config import device, seed_everything
 from .data import batchify, bptt_batches, variable_bptt_batches
-from .lm import check_tokens
 from .live import Callback, LivePlot, ProgressBar
-from .models import RNNLM, inference
+from .lm import check_tokens
+from .loss import evaluate, returns_log_probs, token_nll
+from .models import RNNLM
+from .optim import averaged_weights, make_optimizer, optimizer_name, scaled_lr, set_lr, should_switch_to_asgd
 from .regularize import activation_regularization, temporal_activation_regularization
+from .rundir import BEST, RunDir, capture_rng, check_writable_file, restore_rng, state_to_cpu
+from .trainconfig import MIN_WINDOW, RESUMABLE_CHANGES, History, TrainConfig, load_run_config
 
-OPTIMIZERS = ("sgd", "ntasgd", "asgd", "adam")
 __all__ = ["TrainConfig", "Trainer", "History", "Callback", "evaluate", "make_optimizer", "scaled_lr",
-           "averaged_weights", "should_switch_to_asgd"]
+           "averaged_weights", "should_switch_to_asgd", "load_run_config", "DIVERGENCE_MARGIN", "RESUMABLE_CHANGES"]
 
-
-def _positive_int(value, name: str, allow_none: bool = False) -> None:
-    if allow_none and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"TrainConfig.{name} must be a positive integer, got {value!r}.")
-
-
-def _non_negative(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 and math.isfinite(value)):
-        raise ValueError(f"TrainConfig.{name} must be a finite number >= 0, got {value!r}.")
-
-
-@dataclass
-class TrainConfig:
-    """How to train; the defaults are pytorch/examples' (lr 20, clip 0.25, batch 20, bptt 35).
-
-    ``optimizer``: ``sgd`` (rate divided by ``lr_decay`` when validation does not improve; 1 keeps
-    it), ``ntasgd`` (SGD, then averaged SGD once validation stalls for ``nonmono`` epochs), ``asgd``
-    (averaging from the first step) or ``adam`` (decays like ``sgd``). ``clip``: the gradient-norm
-    bound (0 or None: none). ``alpha``, ``beta``: AR and TAR weights (AWD-LSTM uses 2 and 1).
-    ``variable_bptt``: AWD-LSTM's random window lengths. ``checkpoint``: a path that receives the
-    best model. ``max_batches``: a cap per epoch. ``progress``, ``live_plot``: True, False or None
-    (automatic: on, except under ``CI`` or at the ``ci`` scale; the plot only in a notebook).
-    """
-
-    epochs: int
-    batch_size: int = 20
-    eval_batch_size: int = 10
-    bptt: int = 35
-    lr: float = 20.0
-    clip: float = 0.25
-    optimizer: str = "sgd"
-    lr_decay: float = 4.0
-    weight_decay: float = 0.0
-    variable_bptt: bool = False
-    alpha: float = 0.0
-    beta: float = 0.0
-    nonmono: int = 5
-    seed: int = 1111
-    checkpoint: Optional[str] = None
-    max_batches: Optional[int] = None
-    progress: Optional[bool] = None
-    live_plot: Optional[bool] = None
-
-    def __post_init__(self):
-        for name in ("epochs", "batch_size", "eval_batch_size", "bptt", "nonmono"):
-            _positive_int(getattr(self, name), name)
-        _positive_int(self.max_batches, "max_batches", allow_none=True)
-        if self.clip is None:
-            self.clip = 0.0  # no clipping
-        for name in ("lr", "clip", "weight_decay", "alpha", "beta"):
-            _non_negative(getattr(self, name), name)
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"TrainConfig.optimizer={self.optimizer!r} is unknown: "
-                             f"use one of {', '.join(OPTIMIZERS)}.")
-        if not (isinstance(self.lr_decay, (int, float)) and self.lr_decay >= 1):
-            raise ValueError(f"TrainConfig.lr_decay must be >= 1 (1 keeps the rate), got {self.lr_decay!r}.")
-        if self.checkpoint is not None:
-            self.checkpoint = str(self.checkpoint)
-
-
-@dataclass
-class History:
-    """One row (a dict) per epoch, the best row by validation loss, and why training stopped."""
-
-    rows: list = field(default_factory=list)
-    best: Optional[dict] = None
-    stop_reason: Optional[str] = None
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def column(self, name: str) -> list:
-        """The values of one field over the epochs, e.g. ``history.column('valid_ppl')``."""
-        return [row.get(name) for row in self.rows]
-
-    def as_dict(self) -> dict:
-        """Columns: ``{field: [value per epoch]}``."""
-        names = list(dict.fromkeys(k for row in self.rows for k in row))
-        return {name: self.column(name) for name in names}
-
-
-# ------------------------------------------------------------------------------- helpers
-
-def make_optimizer(name: str, params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
-    """SGD, Adam, or ASGD with averaging from the first step (``t0=0``) and no decay (``lambd=0``)."""
-    params = list(params)
-    if name == "asgd":
-        return torch.optim.ASGD(params, lr=lr, t0=0, lambd=0.0, weight_decay=weight_decay)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
-
-
-def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Set the step size. ASGD steps with its stored ``eta`` (= lr when ``lambd=0``), so set that too."""
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    if isinstance(optimizer, torch.optim.ASGD):
-        for state in optimizer.state.values():
-            if "eta" in state:
-                if torch.is_tensor(state["eta"]):
-                    state["eta"].fill_(lr)
-                else:
-                    state["eta"] = lr
-
-
-@contextmanager
-def scaled_lr(optimizer: torch.optim.Optimizer, factor: float):
-    r"""Step with :math:`\eta \cdot` ``factor`` inside the block, :math:`\eta` again after it (Merity et al. 2018, Section 4.1)."""
-    if factor == 1:
-        yield
-        return
-    lr = optimizer.param_groups[0]["lr"]
-    set_lr(optimizer, lr * factor)
-    try:
-        yield
-    finally:
-        set_lr(optimizer, lr)
-
-
-@contextmanager
-def averaged_weights(optimizer: torch.optim.Optimizer, params):
-    r"""Inside the block the parameters hold ASGD's averages :math:`\bar\theta` (``state['ax']``)."""
-    if not isinstance(optimizer, torch.optim.ASGD):
-        yield False
-        return
-    pairs = [(p, optimizer.state[p]["ax"]) for p in params if "ax" in optimizer.state.get(p, {})]
-    saved = [p.detach().clone() for p, _ in pairs]
-    with torch.no_grad():
-        for p, ax in pairs:
-            p.copy_(ax)
-    try:
-        yield bool(pairs)
-    finally:
-        with torch.no_grad():
-            for (p, _), theta in zip(pairs, saved):
-                p.copy_(theta)
-
-
-def should_switch_to_asgd(val_losses: list, val_loss: float, nonmono: int) -> bool:
-    """NT-ASGD's trigger: ``len(H) > n`` and the new loss exceeds ``min(H[:-n])`` (awd-lstm-lm code, ``main.py``)."""
-    return len(val_losses) > nonmono and val_loss > min(val_losses[:-nonmono])
-
-
-def evaluate(model: RNNLM, source: torch.Tensor, bptt: int = 35) -> float:
-    """Mean cross-entropy (nats per token) over a batchified ``source`` (T, B), state carried."""
-    with inference(model):
-        state = model.init_state(source.size(1))
-        total = torch.zeros((), dtype=torch.float64, device=source.device)
-        for x, y in bptt_batches(source, bptt):
-            out = model(x, state)
-            state = out.state
-            logits = out.logits.reshape(-1, out.logits.size(-1))  # (t*B, V)
-            logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-            total += F.cross_entropy(logits, y.reshape(-1), reduction="sum").double()
-    return float(total) / ((source.size(0) - 1) * source.size(1))
+DIVERGENCE_MARGIN = 3.0  # nats above log V (a uniform guess) that count as a diverged loss
 
 
 def _ppl(loss: float) -> float:
@@ -257,7 +109,7 @@ class Trainer:
 
     @property
     def optimizer_name(self) -> str:
-        return {torch.optim.ASGD: "asgd", torch.optim.Adam: "adam"}.get(type(self.optimizer), "sgd")
+        return optimizer_name(self.optimizer)
 
     @property
     def lr(self) -> float:
@@ -268,81 +120,197 @@ class Trainer:
         cfg = self.config
         steps = self.train_tokens.numel() // cfg.batch_size - 1
         mean_len = cfg.bptt * (0.95 + 0.05 / 2) if cfg.variable_bptt else cfg.bptt
+        if cfg.variable_bptt and cfg.max_seq_len_delta is not None:
+            mean_len = min(mean_len, cfg.bptt + cfg.max_seq_len_delta)
         n = max(1, math.ceil(steps / mean_len))
         return min(n, cfg.max_batches) if cfg.max_batches else n
 
     # ------------------------------------------------------------------------- fit
 
-    def fit(self) -> History:
-        """Train for ``config.epochs`` epochs and return the :class:`History`.
+    def fit(self, resume=False) -> History:
+        """Train until epoch ``config.epochs`` and return the :class:`History`.
 
-        Ctrl-C (``stop_reason='interrupted'``), a non-finite loss (``'nan'``) or ``trainer.stop``
-        (``'callback'``) end the run early without raising. The model is left in evaluation mode
-        at its best validation weights (averaged ones under ASGD); an interruption before the first
-        validation leaves the weights it had reached, and a divergence before it the starting ones.
+        ``resume``: False starts afresh (and refuses an ``out_dir`` that already holds a run);
+        True continues the run in ``config.out_dir`` from its ``last.pt``, exactly where the last
+        finished epoch left it (a run stopped mid-epoch repeats that epoch); ``"auto"`` resumes
+        when there is a run to resume and starts afresh otherwise. Only ``epochs``, ``progress``,
+        ``live_plot``, ``checkpoint`` and ``out_dir`` may differ from the saved run's settings.
+
+        Ctrl-C (``stop_reason='interrupted'``), a diverging loss (``'nan'`` for a non-finite one,
+        ``'diverged'`` for one far above a uniform guess) or ``trainer.stop`` (``'callback'``) end
+        the run early without raising; any other exception is re-raised after the same clean-up
+        (``stop_reason='error: <type>'``). The model is left in evaluation mode at its best
+        validation weights (averaged ones under ASGD), or the starting ones when no epoch beat
+        them; an interruption before the first validation leaves the weights it had reached.
         """
-        cfg = self.config
-        seed_everything(cfg.seed)
-        self.device = device()
-        self.model.to(self.device)
-        self.train_data = batchify(self.train_tokens, cfg.batch_size).to(self.device)  # (T, B)
-        self.valid_data = batchify(self.valid_tokens, cfg.eval_batch_size).to(self.device)  # (T', B')
-        self.generator = torch.Generator().manual_seed(cfg.seed)
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        first = "sgd" if cfg.optimizer == "ntasgd" else cfg.optimizer
-        self.optimizer = make_optimizer(first, self.params, cfg.lr, cfg.weight_decay)
-        self.stop, self._val_losses, self.history = False, [], History()
-        self._best_loss, self._best_state = math.inf, copy_state(self.model)
-        self._start = time.perf_counter()
+        if resume not in (False, True, "auto"):
+            raise ValueError(f"fit(resume=...) takes False, True or 'auto', got {resume!r}.")
+        distributed.init()
+        self._best_state = None
+        saved = self._setup(resume)
         reason = "completed"
         try:
+            self._resume(saved) if saved is not None else self._fresh_start()
+            self.net = distributed.wrap(self.model)  # (DistributedDataParallel under torchrun)
+            if self.rundir is not None and self.main:
+                self.rundir.write_config(self.model.config.as_dict(), asdict(self.config), self.world)
             self._emit("on_train_begin")
             reason = self._epochs()
         except KeyboardInterrupt:
             reason = "interrupted"
+        except Exception as error:
+            self._finish(f"error: {type(error).__name__}", quiet=True)
+            raise
         self._finish(reason)
         return self.history
 
+    def _setup(self, resume) -> Optional[dict]:
+        """Check the settings and paths, place model and data; return the saved state when resuming."""
+        cfg = self.config
+        self.rank, self.world = distributed.rank(), distributed.world_size()
+        self.main, self.parallel = self.rank == 0, self.world > 1
+        columns = distributed.columns(cfg.batch_size)
+        self.local_batch = columns.stop - columns.start
+        self.sub_batch = min(cfg.small_batch_size or self.local_batch, self.local_batch)
+        if self.local_batch % self.sub_batch:
+            raise ValueError(f"small_batch_size={cfg.small_batch_size} does not divide the {self.local_batch} "
+                             f"columns each of {self.world} processes trains on: use a divisor of {self.local_batch}.")
+        self.n_sub = self.local_batch // self.sub_batch
+        self.rundir = RunDir(cfg.out_dir) if cfg.out_dir else None
+        saved = self._saved_run(resume)
+        if self.main:
+            if cfg.checkpoint:
+                check_writable_file(cfg.checkpoint, "TrainConfig.checkpoint")
+            if self.rundir is not None:
+                self.rundir.check_writable()
+        if not self.main:  # only rank 0 shows progress
+            for callback in self.callbacks:
+                if isinstance(callback, (ProgressBar, LivePlot)):
+                    callback.enabled = False
+        seed_everything(cfg.seed + self.rank)  # dropout masks differ between ranks
+        self.device = device()
+        self.model.to(self.device)
+        self.train_data = batchify(self.train_tokens, cfg.batch_size)[:, columns].contiguous().to(self.device)  # (T, B/W)
+        self.valid_data = batchify(self.valid_tokens, cfg.eval_batch_size).to(self.device)  # (T', B')
+        self.generator = torch.Generator().manual_seed(cfg.seed)  # the same window lengths on every rank
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.log_probs = returns_log_probs(self.model)
+        first = "sgd" if cfg.optimizer == "ntasgd" else cfg.optimizer
+        self.optimizer = make_optimizer(first, self.params, cfg.lr, cfg.weight_decay)
+        self.stop, self._val_losses, self.history, self.epoch = False, [], History(), 0
+        self._limit = math.log(self.model.config.vocab_size) + DIVERGENCE_MARGIN
+        self._start, self._elapsed = time.perf_counter(), 0.0
+        return saved
+
+    def _saved_run(self, resume) -> Optional[dict]:
+        """The ``last.pt`` state to resume from (checked against this run), or None to start afresh."""
+        run = self.rundir
+        if not resume:
+            if run is not None and run.has_run():
+                raise ValueError(f"{run.path} already holds a run: continue it with fit(resume=True), "
+                                 "or choose another out_dir.")
+            return None
+        if run is None:
+            raise ValueError("fit(resume=True) needs TrainConfig.out_dir, the folder of the run to continue.")
+        if not run.has_run():
+            if resume == "auto":
+                return None
+            raise ValueError(f"There is no run to resume in {run.path} (no last.pt): "
+                             "train once without resume, or check out_dir.")
+        saved = run.load_last()
+        run.check_resumable(saved, self.model.config.as_dict(), asdict(self.config), self.vocab, RESUMABLE_CHANGES)
+        return saved
+
+    def _fresh_start(self) -> None:
+        """Measure the starting weights once: a "best" model must beat them."""
+        loss = self._agree(evaluate(self.model, self.valid_data, self.config.bptt))
+        self.history.start = {"valid_loss": loss, "valid_ppl": _ppl(loss)}
+        self._best_loss = loss if math.isfinite(loss) else math.inf
+        self._best_state = copy_state(self.model)
+
+    def _resume(self, saved: dict) -> None:
+        """Put back weights, optimizer, counters, history and random states from ``last.pt``."""
+        cfg = self.config
+        self.model.load_state_dict(saved["state_dict"])
+        self.optimizer = make_optimizer(saved["optimizer"]["name"], self.params, cfg.lr, cfg.weight_decay)
+        self.optimizer.load_state_dict(saved["optimizer"]["state"])
+        self._best_state = {k: v.to(self.device) for k, v in saved["best_state_dict"].items()}
+        self._best_loss, self._val_losses = saved["best_loss"], list(saved["val_losses"])
+        h = saved["history"]
+        self.history = History(rows=list(h["rows"]), best=h["best"], start=h["start"])
+        self.epoch, self._elapsed = saved["epoch"], saved["elapsed_s"]
+        self.generator.set_state(saved["bptt_generator"])
+        if len(saved["rng"]) == self.world:
+            restore_rng(saved["rng"][self.rank])
+        else:  # another number of processes: the split differs anyway, so reseed per rank and epoch
+            warnings.warn(f"The run was saved by {len(saved['rng'])} processes and resumes with {self.world}: "
+                          "it continues, but not bit for bit as it would have.", RuntimeWarning, stacklevel=3)
+            seed_everything(cfg.seed + 1000 * self.epoch + self.rank)
+
+    def _agree(self, value: float) -> float:
+        """Rank 0's value on every rank, so that every decision taken from it is the same everywhere."""
+        if not self.parallel:
+            return value
+        return float(distributed.broadcast(torch.tensor(value, dtype=torch.float64)))
+
     def _epochs(self) -> str:
-        for epoch in range(1, self.config.epochs + 1):
+        for epoch in range(self.epoch + 1, self.config.epochs + 1):
             self.epoch = epoch
             self._emit("on_epoch_begin", epoch)
-            row = self._epoch(epoch)
-            if row is None:
-                return "nan"
+            row, reason, complete = self._epoch(epoch)
+            if reason:
+                return reason
+            self._save_run(complete)
             self._emit("on_epoch_end", row)
+            if self.parallel:
+                self.stop = bool(distributed.all_max(torch.tensor(float(self.stop))))
             if self.stop:
                 return "callback"
         return "completed"
 
-    def _finish(self, reason: str) -> None:
-        if reason != "interrupted" or self.history.best is not None:
+    def _finish(self, reason: str, quiet: bool = False) -> None:
+        if self._best_state is not None and (reason != "interrupted" or self.history.best is not None):
             self.model.load_state_dict(self._best_state)
         self.model.eval()
         self.history.stop_reason = reason
-        self._emit("on_train_end")
+        try:
+            if self.rundir is not None and self.main:
+                self._write_history()
+            self._emit("on_train_end")
+        except Exception:
+            if not quiet:
+                raise
 
-    def _epoch(self, epoch: int) -> Optional[dict]:
+    # ------------------------------------------------------------------------- one epoch
+
+    def _epoch(self, epoch: int):
+        """Train and validate; return ``(row, stop_reason or None, whether the epoch ran to its end)``."""
         stats = self._train_epoch()
         if stats["bad_batch"] is not None:
-            self._diverged(epoch, stats["bad_batch"], stats["bad_value"])
-            return None
+            value = stats["bad_value"]
+            self._diverged(f"The training loss became {value:.4g} at epoch {epoch}, batch {stats['bad_batch'] + 1}"
+                           + ("" if not math.isfinite(value) else
+                              f", far above the {self._limit - DIVERGENCE_MARGIN:.3g} nats of a uniform guess"))
+            return None, ("diverged" if math.isfinite(value) else "nan"), False
         with averaged_weights(self.optimizer, self.params) as averaged:
-            valid_loss = evaluate(self.model, self.valid_data, self.config.bptt)
+            valid_loss = self._agree(evaluate(self.model, self.valid_data, self.config.bptt))
             row = self._row(epoch, stats, valid_loss, averaged)
             self.history.rows.append(row)
+            if not (math.isfinite(row["valid_ppl"]) and valid_loss <= self._limit):
+                self._diverged(f"The validation perplexity became {row['valid_ppl']:.4g} at epoch {epoch}")
+                return row, "diverged", False
             improved = valid_loss < self._best_loss
             if improved:
                 self._keep_best(row)
         self._after_validation(valid_loss, improved)
-        return row
+        return row, None, not stats["cut"]
 
     def _row(self, epoch: int, stats: dict, valid_loss: float, averaged: bool) -> dict:
         row = {"epoch": epoch, "train_loss": stats["loss"], "train_ppl": _ppl(stats["loss"]),
                "valid_loss": valid_loss, "valid_ppl": _ppl(valid_loss), "lr": self.lr,
                "optimizer": self.optimizer_name, "averaged": averaged,
                "tokens_per_s": stats["tokens"] / max(stats["seconds"], 1e-9),
-               "elapsed_s": time.perf_counter() - self._start}
+               "elapsed_s": self._elapsed + time.perf_counter() - self._start}
         if self.config.alpha:
             row["ar"] = stats["ar"]
         if self.config.beta:
@@ -350,12 +318,16 @@ class Trainer:
         return row
 
     def _keep_best(self, row: dict) -> None:
-        self._best_loss = row["valid_loss"]
-        self._best_state = copy_state(self.model)
-        self.history.best = row
-        if self.config.checkpoint:
+        """Save the best model first; only then count it as the best (a failed save changes nothing)."""
+        if self.main:
             extra = {"train_config": asdict(self.config), "epoch": row["epoch"], "averaged": row["averaged"]}
-            save_checkpoint(self.config.checkpoint, self.model, self.vocab, self.history, extra)
+            paths = [self.config.checkpoint] if self.config.checkpoint else []
+            paths += [self.rundir.file(BEST)] if self.rundir is not None else []
+            for path in paths:
+                save_checkpoint(path, self.model, self.vocab, self.history, extra)
+        self._best_state = copy_state(self.model)
+        self._best_loss = row["valid_loss"]
+        self.history.best = row
 
     def _after_validation(self, valid_loss: float, improved: bool) -> None:
         """NT-ASGD's switch, or SGD's / Adam's decay when validation did not improve."""
@@ -367,59 +339,98 @@ class Trainer:
             set_lr(self.optimizer, self.lr / cfg.lr_decay)
         self._val_losses.append(valid_loss)
 
-    def _diverged(self, epoch: int, batch: int, value: float) -> None:
+    def _diverged(self, what: str) -> None:
         lr = self.lr
-        message = (f"The training loss became {value} at epoch {epoch}, batch {batch + 1}: the learning rate "
-                   f"({lr:g}) is probably too high for this model; lower it (try {lr / 4:g}) or clip gradients harder.")
-        warnings.warn(message, RuntimeWarning, stacklevel=5)
-        print(message)
+        message = (f"{what}: the learning rate (lr={lr:g}) is probably too high for this model; "
+                   f"lower it (try {lr / 4:g}) or clip gradients harder.")
+        if self.main:
+            warnings.warn(message, RuntimeWarning, stacklevel=6)
+            print(message)
 
-    # ------------------------------------------------------------------------- one epoch
+    # ------------------------------------------------------------------------- the run directory
+
+    def _save_run(self, complete: bool) -> None:
+        """At an epoch end: history, curves, and (when the epoch ran to its end) the resume state."""
+        if self.rundir is None:
+            return
+        rng = distributed.all_gather_object(capture_rng()) if complete else None  # every rank's states
+        if not self.main:
+            return
+        if complete:
+            self.rundir.save_last(self._resume_state(rng))
+        self._write_history()
+
+    def _resume_state(self, rng: list) -> dict:
+        return {"epoch": self.epoch, "model_config": self.model.config.as_dict(), "train_config": asdict(self.config),
+                "vocab": list(self.vocab.itos) if self.vocab is not None else None,
+                "state_dict": copy_state(self.model, "cpu"), "best_state_dict": state_to_cpu(self._best_state),
+                "optimizer": {"name": self.optimizer_name, "state": self.optimizer.state_dict()},
+                "lr": self.lr, "val_losses": list(self._val_losses), "best_loss": self._best_loss,
+                "history": self.history.state(), "elapsed_s": self._elapsed + time.perf_counter() - self._start,
+                "rng": rng, "bptt_generator": self.generator.get_state(), "world_size": self.world}
+
+    def _write_history(self) -> None:
+        self.rundir.write_history(self.history.state())
+        if self.history.rows:
+            plot = next((c for c in self.callbacks if isinstance(c, LivePlot)), None) or LivePlot()
+            self.rundir.write_curves(plot.render(self.history.rows, plot.points))
+
+    # ------------------------------------------------------------------------- training steps
 
     def _batches(self):
         cfg = self.config
         if cfg.variable_bptt:
-            return variable_bptt_batches(self.train_data, cfg.bptt, self.generator)
+            cap = cfg.bptt + cfg.max_seq_len_delta if cfg.max_seq_len_delta is not None else None
+            return variable_bptt_batches(self.train_data, cfg.bptt, self.generator, min_len=MIN_WINDOW, max_len=cap)
         return ((x, y, x.size(0)) for x, y in bptt_batches(self.train_data, cfg.bptt))
 
     def _train_epoch(self) -> dict:
-        """Train on one pass over the batches; losses stay on the device until the end."""
+        """Train on one pass over the batches; losses stay on the device until a check reads them."""
         cfg, model = self.config, self.model
         model.train()
-        state = model.init_state(cfg.batch_size)
+        states = [model.init_state(self.sub_batch) for _ in range(self.n_sub)]  # one carried state per sub-batch
         losses, weights, penalties = [], [], []
         check_every = 1 if self.device.type == "cpu" else 50
-        stats = {"bad_batch": None, "bad_value": None}
-        start = time.perf_counter()
-        for i, (x, y, seq_len) in enumerate(self._batches()):
-            if cfg.max_batches and i >= cfg.max_batches:
-                break
+        stats = {"bad_batch": None, "bad_value": None, "cut": False}
+        checked, halted, start = 0, False, time.perf_counter()
+        for i, (x, y, seq_len) in enumerate(islice(self._batches(), cfg.max_batches)):
             self.seq_len = seq_len
-            loss, penalty, state = self._step(x, y, model.detach_state(state), seq_len)
+            loss, penalty, states = self._step(x, y, states, seq_len)
             losses.append(loss)
             weights.append(y.numel())
             penalties.append(penalty)
             self._emit("on_batch_end", i, loss)
-            if (i + 1) % check_every == 0 and self._first_bad(losses, i + 1 - check_every, stats):
-                break
-            if self.stop:
-                break
-        if stats["bad_batch"] is None:
-            self._first_bad(losses, (len(losses) // check_every) * check_every, stats)
+            if (i + 1) % check_every == 0 or (self.stop and not self.parallel):
+                halted, checked = self._check(losses, checked, stats), i + 1
+                if halted:
+                    stats["cut"] = stats["bad_batch"] is None  # stopped before the epoch's end
+                    break
+        if not halted:
+            self._check(losses, checked, stats)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         stats["seconds"] = time.perf_counter() - start
         return self._summarise(stats, losses, weights, penalties)
 
-    @staticmethod
-    def _first_bad(losses: list, since: int, stats: dict) -> bool:
-        """Find the first non-finite loss from index ``since`` on (one device sync)."""
-        recent = torch.stack(losses[since:]) if len(losses) > since else None
-        if recent is None or bool(torch.isfinite(recent).all()):
-            return False
-        index = int((~torch.isfinite(recent)).nonzero()[0])
-        stats["bad_batch"], stats["bad_value"] = since + index, float(recent[index])
-        return True
+    def _check(self, losses: list, since: int, stats: dict) -> bool:
+        """Find the first diverged loss from index ``since`` on (one device sync) and read the stop flag;
+        under torch.distributed both are agreed over the ranks. True: stop the epoch here."""
+        index, value = -1, math.nan
+        if len(losses) > since:
+            recent = torch.stack(losses[since:])  # (n,)
+            bad = ~torch.isfinite(recent) | (recent > self._limit)
+            if bool(bad.any()):
+                index = int(bad.nonzero()[0])
+                value = float(recent[index])
+        if self.parallel:  # the earliest bad batch of any rank, and anyone's stop
+            mine = float(since + index) if index >= 0 else math.inf
+            flags = distributed.all_max(torch.tensor([-mine, float(self.stop)], dtype=torch.float64))
+            first, self.stop = -float(flags[0]), bool(flags[1])
+            value = value if first == mine else math.nan
+            index = int(first) - since if math.isfinite(first) else -1
+        if index >= 0:
+            stats["bad_batch"], stats["bad_value"] = since + index, value
+        return index >= 0 or self.stop
 
     def _summarise(self, stats: dict, losses: list, weights: list, penalties: list) -> dict:
         n = sum(weights)
@@ -431,24 +442,39 @@ class Trainer:
             stats["ar"], stats["tar"] = ar, tar
         return stats
 
-    def _step(self, x: torch.Tensor, y: torch.Tensor, state: list, seq_len: int):
-        """One forward/backward/clip/step; returns the detached cross-entropy, (AR, TAR) and the state."""
+    def _objective(self, loss: torch.Tensor, out) -> tuple:
+        """The cross-entropy plus AR and TAR, and the detached (AR, TAR) (empty when both are off)."""
         cfg = self.config
-        out = self.model(x, state)
-        V = out.logits.size(-1)
-        loss = F.cross_entropy(out.logits.reshape(-1, V), y.reshape(-1))  # mean over t*B tokens
-        objective, penalty = loss, ()
-        if cfg.alpha or cfg.beta:
-            zero = loss.new_zeros(())
-            ar = activation_regularization(out.outputs[-1], cfg.alpha) if cfg.alpha else zero
-            tar = temporal_activation_regularization(out.raw_outputs[-1], cfg.beta) if cfg.beta else zero
-            objective = loss + ar + tar
-            penalty = (ar.detach(), tar.detach())
+        if not (cfg.alpha or cfg.beta):
+            return loss, ()
+        zero = loss.new_zeros(())
+        ar = activation_regularization(out.outputs[-1], cfg.alpha) if cfg.alpha else zero
+        tar = temporal_activation_regularization(out.raw_outputs[-1], cfg.beta) if cfg.beta else zero
+        return loss + ar + tar, (ar.detach(), tar.detach())
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor, states: list, seq_len: int):
+        """One forward/backward per sub-batch, then one clip and step; returns the detached
+        cross-entropy of the batch, (AR, TAR) and the new states."""
+        cfg, n, s = self.config, self.n_sub, self.sub_batch
         self.optimizer.zero_grad(set_to_none=True)
-        objective.backward()
+        losses, penalties, new_states = [], [], []
+        for j, state in enumerate(states):
+            cols = slice(j * s, (j + 1) * s)
+            last = j == n - 1
+            with self.net.no_sync() if self.parallel and not last else nullcontext():  # one gradient sync a step
+                out = self.net(x[:, cols] if n > 1 else x, self.model.detach_state(state))
+                loss = token_nll(out.logits, y[:, cols] if n > 1 else y, self.log_probs)  # mean over t*S tokens
+                objective, penalty = self._objective(loss, out)
+                (objective * (s / self.local_batch) if n > 1 else objective).backward()
+            losses.append(loss.detach())
+            penalties.append(penalty)
+            new_states.append(out.state)
         if cfg.clip:
             torch.nn.utils.clip_grad_norm_(self.params, cfg.clip)
         factor = seq_len / cfg.bptt if cfg.variable_bptt else 1
         with scaled_lr(self.optimizer, factor):
             self.optimizer.step()
-        return loss.detach(), penalty, out.state
+        if n == 1:
+            return losses[0], penalties[0], new_states
+        penalty = tuple(torch.stack(p).mean() for p in zip(*penalties)) if penalties[0] else ()
+        return torch.stack(losses).mean(), penalty, new_states

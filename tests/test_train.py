@@ -1,4 +1,6 @@
-"""The trainer: learning, determinism, divergence, interruption, NT-ASGD, variable BPTT, AR/TAR."""
+"""The trainer: learning, determinism, divergence, interruption, NT-ASGD, variable BPTT, AR/TAR,
+gradient accumulation, heads returning log-probabilities, unwritable paths and failures inside fit."""
+import json
 import math
 
 import pytest
@@ -113,16 +115,69 @@ def test_sgd_divides_lr_when_validation_worsens():
 
 # ----------------------------------------------------------------------- stopping safely
 
+class Poison(Callback):
+    """Set every weight to NaN after the given batch of epoch 1, so the next loss is NaN."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def on_batch_end(self, trainer, batch_idx, loss):
+        if trainer.epoch == 1 and batch_idx == self.batch:
+            with torch.no_grad():
+                for p in trainer.model.parameters():
+                    p.fill_(float("nan"))
+
+
 def test_nan_loss_stops_with_a_clear_message(capsys):
     m = model()
     start = weights(m)
-    # an LSTM saturates, so only a rate near float32's range overflows this tiny model
-    with pytest.warns(RuntimeWarning, match=r"The training loss became (nan|inf) at epoch 1, batch \d+: "
-                                            r"the learning rate \(1e\+36\) is probably too high"):
-        history = Trainer(m, TRAIN, VALID, config(lr=1e36, clip=0)).fit()
-    assert "lower it (try 2.5e+35) or clip gradients harder." in capsys.readouterr().out
+    with pytest.warns(RuntimeWarning, match=r"The training loss became nan at epoch 1, batch 3: "
+                                            r"the learning rate \(lr=5\) is probably too high"):
+        history = Trainer(m, TRAIN, VALID, config(), callbacks=[Poison(1)]).fit()
+    assert "lower it (try 1.25) or clip gradients harder." in capsys.readouterr().out
     assert history.stop_reason == "nan" and history.rows == []
+    assert same_weights(weights(m), start) and not m.training
+
+
+@pytest.mark.parametrize("lr", [1e6, 1e36])
+def test_a_huge_learning_rate_stops_instead_of_completing(lr, tmp_path, capsys):
+    m = model()
+    start = weights(m)
+    path = tmp_path / "best.pt"
+    with pytest.warns(RuntimeWarning, match=r"The training loss became \S+ at epoch 1, batch \d+(, far above the "
+                                            r"2.48 nats of a uniform guess)?: the learning rate \(lr=1e\+(06|36)\)"):
+        history = Trainer(m, TRAIN, VALID, config(lr=lr, clip=0, checkpoint=path)).fit()
+    assert history.stop_reason in ("diverged", "nan") and history.rows == [] and history.best is None
     assert same_weights(weights(m), start)
+    assert not path.exists()  # no "best" model worse than the start
+    assert "lower it (try" in capsys.readouterr().out
+
+
+def test_a_diverged_validation_stops_and_keeps_the_best_weights(tmp_path):
+    class Spoil(Callback):  # after epoch 2's last batch, make every prediction confidently wrong
+        def on_batch_end(self, trainer, batch_idx, loss):
+            if trainer.epoch == 2 and batch_idx == trainer.batches_per_epoch() - 1:
+                with torch.no_grad():
+                    trainer.model.head.decoder.bias[0] = 1e4
+
+    m = model()
+    with pytest.warns(RuntimeWarning, match=r"The validation perplexity became inf at epoch 2: the learning rate"):
+        history = Trainer(m, TRAIN, VALID, config(epochs=3, checkpoint=tmp_path / "best.pt"), callbacks=[Spoil()]).fit()
+    assert history.stop_reason == "diverged" and len(history) == 2 and history.best["epoch"] == 1
+    saved, info = load_checkpoint(tmp_path / "best.pt", map_location="cpu")
+    assert info["extra"]["epoch"] == 1 and same_weights(weights(saved), weights(m))
+
+
+def test_best_is_never_worse_than_the_start(tmp_path):
+    """A trained model whose next epoch ends worse (noise added to its weights) keeps its starting weights."""
+    m = model()
+    Trainer(m, TRAIN, VALID, config(epochs=3, lr=20.0)).fit()
+    start = weights(m)
+    history = Trainer(m, TRAIN, VALID, config(epochs=1, lr=1.0, checkpoint=tmp_path / "b.pt"),
+                      callbacks=[Perturb({1}, scale=0.3)]).fit()
+    assert history.rows[0]["valid_loss"] > history.start["valid_loss"]
+    assert history.best is None and history.stop_reason == "completed"
+    assert same_weights(weights(m), start) and not (tmp_path / "b.pt").exists()
 
 
 class InterruptAt(Callback):
@@ -330,3 +385,202 @@ def test_live_plot_validates_a_slice_every_k_batches():
     assert len(history.rows) == 2
     with pytest.raises(ValueError, match="both valid="):
         LivePlot(every=3)
+
+
+# ------------------------------------------------------------------ gradient accumulation
+
+class GradientSpy(Callback):
+    """Record the gradient every optimizer step sees (before the step)."""
+
+    def __init__(self):
+        self.grads = []
+
+    def on_train_begin(self, trainer):
+        opt, step = trainer.optimizer, trainer.optimizer.step
+
+        def spying_step(*args, **kwargs):
+            self.grads.append([p.grad.detach().clone() for p in trainer.params])
+            return step(*args, **kwargs)
+        opt.step = spying_step
+
+
+@pytest.mark.parametrize("small", [1, 2, 5])
+def test_small_batches_accumulate_exactly_the_full_batch_gradient(small):
+    """Dropout off: sub-batches with their own carried states give the whole batch's gradient, step after step."""
+    spies = {}
+    for size in (None, small):
+        m = model().double()
+        spies[size] = GradientSpy()
+        Trainer(m, TRAIN, VALID, config(epochs=1, max_batches=4, clip=0, alpha=2.0, beta=1.0, variable_bptt=True,
+                                        small_batch_size=size), callbacks=[spies[size]]).fit()
+    full, accumulated = spies[None].grads, spies[small].grads
+    assert len(full) == len(accumulated) == 4
+    for g_full, g_acc in zip(full, accumulated):
+        for a, b in zip(g_full, g_acc):
+            torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
+
+
+def test_small_batches_carry_their_own_state_from_window_to_window():
+    """With lr = 0 the weights stay put, so step k's gradient is that of window k read from the state
+    the earlier windows left: computed here by hand on the whole batch."""
+    m = model().double()
+    source = batchify(TRAIN, 10)
+    expected, state = [], None
+    for k in range(3):
+        x, y = source[10 * k:10 * k + 10], source[10 * k + 1:10 * k + 11]
+        out = m.train()(x, state)
+        m.zero_grad()
+        F.cross_entropy(out.logits.reshape(-1, V), y.reshape(-1)).backward()
+        expected.append([p.grad.clone() for p in m.parameters()])
+        state = m.detach_state(out.state)
+    spy = GradientSpy()
+    Trainer(model().double(), TRAIN, VALID, config(epochs=1, max_batches=3, lr=0.0, clip=0, small_batch_size=2),
+            callbacks=[spy]).fit()
+    for got, want in zip(spy.grads, expected):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_small_batches_train_to_the_same_weights():
+    runs = []
+    for size in (None, 5):
+        m = model()
+        h = Trainer(m, TRAIN, VALID, config(epochs=2, max_batches=6, small_batch_size=size)).fit()
+        runs.append((weights(m), h))
+    (w_full, h_full), (w_acc, h_acc) = runs
+    for k in w_full:
+        torch.testing.assert_close(w_acc[k], w_full[k], rtol=0, atol=1e-6)
+    assert h_acc.column("train_loss") == pytest.approx(h_full.column("train_loss"), abs=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_small_batches_on_cuda_accumulate_the_full_batch_gradient():
+    spies = {}
+    for size in (None, 2):
+        spies[size] = GradientSpy()
+        trainer = Trainer(model(), TRAIN, VALID, config(epochs=1, max_batches=3, clip=0, small_batch_size=size),
+                          callbacks=[spies[size]])
+        trainer.fit()
+        assert trainer.model.device.type == "cuda"
+    for g_full, g_acc in zip(spies[None].grads, spies[2].grads):
+        for a, b in zip(g_full, g_acc):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+
+
+def test_small_batch_size_and_sequence_cap_are_checked():
+    with pytest.raises(ValueError, match=r"small_batch_size=3 does not divide batch_size=10: use a divisor"):
+        config(small_batch_size=3)
+    assert config(small_batch_size=20).small_batch_size == 20  # larger than the batch: no accumulation
+    with pytest.raises(ValueError, match=r"max_seq_len_delta must be an integer >= 0"):
+        config(max_seq_len_delta=-1)
+    with pytest.raises(ValueError, match=r"bptt \+ max_seq_len_delta = 3 is below the shortest window"):
+        config(bptt=3, max_seq_len_delta=0)
+
+
+def test_max_seq_len_delta_caps_variable_windows():
+    seen = {}
+    for delta in (None, 2):
+        class Lengths(Callback):
+            def on_batch_end(self, trainer, batch_idx, loss):
+                seen.setdefault(delta, []).append(trainer.seq_len)
+        Trainer(model(), TRAIN, VALID, config(epochs=2, variable_bptt=True, max_seq_len_delta=delta),
+                callbacks=[Lengths()]).fit()
+    assert max(seen[None]) > 12 and max(seen[2]) == 12  # bptt 10 + 2
+
+
+# ---------------------------------------------------------------- heads that return log-probabilities
+
+class ShiftedLogProbHead(torch.nn.Module):
+    """log_softmax(W g + b) + c: declared as log-probabilities, so the loss must take them as they are."""
+
+    returns_log_probs = True
+
+    def __init__(self, config, embedding, in_size, shift=0.5):
+        super().__init__()
+        self.decoder = torch.nn.Linear(in_size, config.vocab_size)
+        self.shift = shift
+
+    def forward(self, g):
+        return F.log_softmax(self.decoder(g), dim=-1) + self.shift  # (T, B, V)
+
+
+def test_log_probability_heads_are_scored_with_nll_not_a_second_softmax():
+    from lmcourse.loss import returns_log_probs, token_nll
+    from lmcourse.models import register_head
+    register_head("test-shifted-log-probs", ShiftedLogProbHead)
+    plain, shifted = model(tie=False), model(tie=False, head="test-shifted-log-probs")
+    shifted.load_state_dict(plain.state_dict())
+    assert returns_log_probs(shifted) and not returns_log_probs(plain)
+    source = batchify(VALID, 5)
+    assert evaluate(shifted, source, 10) == pytest.approx(evaluate(plain, source, 10) - 0.5, abs=1e-6)
+    z, y = torch.randn(4, 3, V), torch.randint(0, V, (4, 3))
+    torch.testing.assert_close(token_nll(F.log_softmax(z, -1), y, log_probs=True), token_nll(z, y, log_probs=False))
+    first = {}
+    for name, m in (("plain", plain), ("shifted", shifted)):
+        class First(Callback):
+            def on_batch_end(self, trainer, batch_idx, loss):
+                first.setdefault(name, float(loss))
+        Trainer(m, TRAIN, VALID, config(epochs=1, max_batches=1), callbacks=[First()]).fit()
+    assert first["shifted"] == pytest.approx(first["plain"] - 0.5, abs=1e-5)
+
+
+# ------------------------------------------------------------------------- hardening
+
+def test_unwritable_paths_are_refused_before_training(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    batches = []
+
+    class Count(Callback):
+        def on_batch_end(self, trainer, batch_idx, loss):
+            batches.append(batch_idx)
+
+    m = model().train()
+    with pytest.raises(ValueError, match=r"TrainConfig.checkpoint='.*a-file/best.pt' cannot be written, its folder "
+                                         r"is not writable \(.+\): choose a path in a folder you can write to."):
+        Trainer(m, TRAIN, VALID, config(checkpoint=blocker / "best.pt"), callbacks=[Count()]).fit()
+    with pytest.raises(ValueError, match=r"TrainConfig.checkpoint='.*' is a folder: give a file path"):
+        Trainer(m, TRAIN, VALID, config(checkpoint=tmp_path), callbacks=[Count()]).fit()
+    with pytest.raises(ValueError, match=r"TrainConfig.out_dir='.*a-file' is a file, not a folder"):
+        Trainer(m, TRAIN, VALID, config(out_dir=blocker), callbacks=[Count()]).fit()
+    with pytest.raises(ValueError, match=r"TrainConfig.out_dir='.*a-file/run' cannot be written \(.+\)"):
+        Trainer(m, TRAIN, VALID, config(out_dir=blocker / "run"), callbacks=[Count()]).fit()
+    assert batches == [] and m.training  # nothing trained, nothing touched
+
+
+def test_an_exception_inside_fit_restores_the_best_weights_and_says_why(tmp_path):
+    class Fail(Callback):
+        def on_batch_end(self, trainer, batch_idx, loss):
+            if trainer.epoch == 2 and batch_idx == 2:
+                raise RuntimeError("disk full")
+
+    m = model()
+    trainer = Trainer(m, TRAIN, VALID, config(epochs=3, out_dir=tmp_path / "run"), callbacks=[Fail()])
+    with pytest.raises(RuntimeError, match="disk full"):
+        trainer.fit()
+    history = trainer.history
+    assert history.stop_reason == "error: RuntimeError" and history.best["epoch"] == 1 and not m.training
+    saved, _ = load_checkpoint(tmp_path / "run" / "best.pt", map_location="cpu")
+    assert same_weights(weights(saved), weights(m))
+    assert valid_loss_now(trainer) == pytest.approx(history.best["valid_loss"], abs=1e-12)
+    assert json.loads((tmp_path / "run" / "history.json").read_text())["stop_reason"] == "error: RuntimeError"
+
+
+def test_ctrl_c_during_a_best_save_leaves_history_in_step_with_the_file(tmp_path, monkeypatch):
+    import lmcourse.train as train_module
+    real, calls = train_module.save_checkpoint, []
+
+    def interrupted_on_second_save(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # as if Ctrl-C came while the file was being written
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "save_checkpoint", interrupted_on_second_save)
+    m, path = model(), tmp_path / "best.pt"
+    history = Trainer(m, TRAIN, VALID, config(epochs=4, lr=20.0, checkpoint=path)).fit()
+    assert history.stop_reason == "interrupted" and len(calls) == 2 and len(history) == 2
+    assert history.rows[1]["valid_loss"] < history.rows[0]["valid_loss"]  # epoch 2 was better, but not saved
+    saved, info = load_checkpoint(path, map_location="cpu")
+    assert history.best["epoch"] == info["extra"]["epoch"] == 1
+    assert same_weights(weights(saved), weights(m))

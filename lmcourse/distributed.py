@@ -1,0 +1,168 @@
+r"""Data-parallel training with ``torch.distributed``, started by ``torchrun``.
+
+With :math:`W` processes (ranks) and a batch of :math:`B` columns, rank :math:`r` trains on columns
+:math:`[rB/W, (r+1)B/W)`. Each computes the mean loss over its own columns; DistributedDataParallel
+averages the gradients over the ranks during the backward pass,
+
+.. math::  g = \frac{1}{W}\sum_{r=0}^{W-1} \nabla_\theta L_r
+             = \nabla_\theta \frac{1}{B\,T}\sum_{b,t} -\log p(y_{t,b} \mid \cdot),
+
+which is the gradient of the whole batch, so every rank takes the same step and the weights stay
+equal. Launch (one process per GPU; NCCL on GPUs, gloo on CPUs)::
+
+    torchrun --nproc_per_node=4 -m lmcourse train ...
+
+:func:`init` joins the process group that ``torchrun`` describes in the environment (``WORLD_SIZE``,
+``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``); without those variables it does
+nothing, and every helper below then behaves as for a single process (rank 0 of 1).
+"""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["init", "active", "rank", "world_size", "local_rank", "is_main", "columns", "wrap",
+           "broadcast", "broadcast_object", "all_gather_object", "all_max", "barrier", "shutdown"]
+
+_STARTED_HERE = False
+
+
+def _initialised() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def launched_by_torchrun() -> bool:
+    """True when the environment describes a process group (``WORLD_SIZE`` and ``RANK`` are set)."""
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
+def init(backend: Optional[str] = None, timeout_s: float = 1800.0) -> bool:
+    """Join the process group described by the environment; return True when one is active.
+
+    Does nothing (returns False) outside ``torchrun``, and nothing more when a group already
+    exists. ``backend``: ``nccl`` when CUDA is available, else ``gloo``. On CUDA each process uses
+    the GPU numbered ``LOCAL_RANK``.
+    """
+    global _STARTED_HERE
+    if _initialised():
+        return True
+    if not launched_by_torchrun():
+        return False
+    if not dist.is_available():
+        raise RuntimeError("This torch build has no torch.distributed: install a build with it, "
+                           "or run without torchrun.")
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank())
+    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    _STARTED_HERE = True
+    return True
+
+
+def active() -> bool:
+    """True when a process group with more than one process is running."""
+    return _initialised() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    """This process's rank (0 without a process group)."""
+    return dist.get_rank() if _initialised() else 0
+
+
+def world_size() -> int:
+    """The number of processes (1 without a process group)."""
+    return dist.get_world_size() if _initialised() else 1
+
+
+def local_rank() -> int:
+    """This process's index on its machine (``LOCAL_RANK``; 0 when unset)."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def is_main() -> bool:
+    """True on rank 0, the process that writes files, logs and progress bars."""
+    return rank() == 0
+
+
+def columns(batch_size: int, rank_: Optional[int] = None, world: Optional[int] = None) -> slice:
+    """The columns ``[r B/W, (r+1) B/W)`` of a batch of ``batch_size`` columns that rank ``r`` of ``W`` trains on."""
+    rank_ = rank() if rank_ is None else rank_
+    world = world_size() if world is None else world
+    if batch_size % world:
+        raise ValueError(f"batch_size={batch_size} does not divide among {world} processes: "
+                         f"use a multiple of {world} (each process takes an equal share of the columns).")
+    share = batch_size // world
+    return slice(rank_ * share, (rank_ + 1) * share)
+
+
+def wrap(model: torch.nn.Module) -> torch.nn.Module:
+    """``DistributedDataParallel(model)`` when a process group is active, else ``model`` itself."""
+    if not active():
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    on_gpu = next(model.parameters()).is_cuda
+    ids = [torch.cuda.current_device()] if on_gpu else None
+    return DistributedDataParallel(model, device_ids=ids)
+
+
+def _device() -> torch.device:
+    """Where collective tensors must live: the current GPU for NCCL, else the CPU."""
+    if _initialised() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def broadcast(tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
+    """Rank ``src``'s value of ``tensor`` on every rank (returned; the input is not changed)."""
+    if not active():
+        return tensor
+    buffer = tensor.detach().to(_device(), copy=True)
+    dist.broadcast(buffer, src)
+    return buffer.to(tensor.device)
+
+
+def broadcast_object(obj, src: int = 0):
+    """Rank ``src``'s value of a picklable ``obj`` on every rank."""
+    if not active():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src, device=_device() if dist.get_backend() == "nccl" else None)
+    return box[0]
+
+
+def all_gather_object(obj) -> list:
+    """``[obj of rank 0, obj of rank 1, ...]`` on every rank."""
+    if not active():
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def all_max(tensor: torch.Tensor) -> torch.Tensor:
+    """The element-wise maximum of ``tensor`` over the ranks (returned; the input is not changed)."""
+    if not active():
+        return tensor
+    buffer = tensor.detach().to(_device(), copy=True)
+    dist.all_reduce(buffer, op=dist.ReduceOp.MAX)
+    return buffer.to(tensor.device)
+
+
+def barrier() -> None:
+    """Wait until every rank gets here."""
+    if active():
+        dist.barrier()
+
+
+def shutdown() -> None:
+    """Leave the process group, if :func:`init` joined it."""
+    global _STARTED_HERE
+    if _STARTED_HERE and _initialised():
+        dist.destroy_process_group()
+    _STARTED_HERE = False

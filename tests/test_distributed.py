@@ -1,0 +1,128 @@
+"""Data-parallel training: two gloo processes on the CPU reach the weights of one process that
+trains on their combined batch; only rank 0 writes; a stop on one rank stops both."""
+import os
+import socket
+import time
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from lmcourse import distributed
+from lmcourse.data import batchify
+from lmcourse.live import Callback
+from lmcourse.train import TrainConfig, Trainer
+
+from test_train import TRAIN, VALID, model, weights
+
+TIMEOUT_S = 240
+SETTINGS = dict(epochs=2, batch_size=8, eval_batch_size=4, bptt=8, lr=2.0, clip=0.25, optimizer="asgd",
+                variable_bptt=True, max_seq_len_delta=4, alpha=2.0, beta=1.0, small_batch_size=2, max_batches=5,
+                progress=False, live_plot=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train(folder, name, callbacks=(), **kw):
+    """Train the test model (dropout off) and return what the parent compares."""
+    m = model()
+    cfg = TrainConfig(**{**SETTINGS, **kw})
+    trainer = Trainer(m, TRAIN, VALID, cfg, callbacks=list(callbacks))
+    history = trainer.fit()
+    return {"best": weights(m), "valid": history.column("valid_loss"), "stop": history.stop_reason,
+            "rows": len(history), "columns": trainer.train_data}
+
+
+class StopOnRankOne(Callback):
+    def on_batch_end(self, trainer, batch_idx, loss):
+        if distributed.rank() == 1 and batch_idx == 1:
+            trainer.stop = True
+
+
+def worker(rank, world, port, folder):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    assert distributed.init(timeout_s=TIMEOUT_S) and distributed.world_size() == world == 2
+    out = {"parallel": train(folder, "parallel", out_dir=str(folder / f"run{rank}"),
+                             checkpoint=str(folder / f"best{rank}.pt")),
+           "stopped": train(folder, "stopped", callbacks=[StopOnRankOne()])}
+    if rank == 0:
+        out["last"] = torch.load(folder / "run0" / "last.pt", weights_only=True)
+    distributed.shutdown()
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        del os.environ[name]
+    if rank == 0:  # the reference: one process, the combined batch of 8 columns
+        assert not distributed.active() and distributed.world_size() == 1
+        out["single"] = train(folder, "single", out_dir=str(folder / "single"))
+        out["single_last"] = torch.load(folder / "single" / "last.pt", weights_only=True)
+    torch.save(out, folder / f"rank{rank}.pt")
+
+
+def spawn(nprocs, folder):
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the children train on the CPU with gloo
+    try:
+        context = mp.start_processes(worker, args=(nprocs, free_port(), folder), nprocs=nprocs, join=False,
+                                     start_method="spawn")
+    finally:
+        if hidden is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES")
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = hidden
+    deadline = time.monotonic() + TIMEOUT_S
+    while not context.join(timeout=5):
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            pytest.fail(f"The {nprocs} training processes did not finish within {TIMEOUT_S} s.")
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="this torch build has no torch.distributed")
+def test_two_gloo_processes_equal_one_process_on_the_combined_batch(tmp_path):
+    spawn(2, tmp_path)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    single = ranks[0]["single"]
+    combined = batchify(TRAIN, 8)  # (T, 8)
+    assert torch.equal(single["columns"], combined)
+    for rank, r in enumerate(ranks):
+        got = r["parallel"]
+        assert torch.equal(got["columns"], combined[:, 4 * rank:4 * rank + 4])  # its own half of the batch
+        assert got["stop"] == "completed" and got["rows"] == 2
+        assert got["valid"] == pytest.approx(single["valid"], abs=1e-5)
+        for k, v in single["best"].items():  # the best (averaged) weights
+            torch.testing.assert_close(got["best"][k], v, rtol=0, atol=1e-5)
+    raw, ref = ranks[0]["last"], ranks[0]["single_last"]
+    for k, v in ref["state_dict"].items():  # the raw weights after the last step
+        torch.testing.assert_close(raw["state_dict"][k], v, rtol=0, atol=1e-5)
+    assert len(raw["rng"]) == 2 and len(ref["rng"]) == 1  # one set of random states per process
+    # only rank 0 writes: rank 1's out_dir and checkpoint were never created
+    assert (tmp_path / "run0" / "best.pt").is_file() and (tmp_path / "best0.pt").is_file()
+    assert not (tmp_path / "run1").exists() and not (tmp_path / "best1.pt").exists()
+    # trainer.stop set on rank 1 alone stops both ranks at the same batch, in the first epoch
+    assert [r["stopped"]["stop"] for r in ranks] == ["callback", "callback"]
+    assert [r["stopped"]["rows"] for r in ranks] == [1, 1]
+
+
+def test_helpers_without_a_process_group(monkeypatch):
+    for name in ("WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert distributed.init() is False and not distributed.active()
+    assert (distributed.rank(), distributed.world_size(), distributed.is_main()) == (0, 1, True)
+    t = torch.arange(3.0)
+    assert distributed.broadcast(t) is t and distributed.all_max(t) is t
+    assert distributed.broadcast_object({"a": 1}) == {"a": 1} and distributed.all_gather_object(5) == [5]
+    m = torch.nn.Linear(2, 2)
+    assert distributed.wrap(m) is m
+
+
+def test_each_rank_takes_its_own_columns():
+    assert [distributed.columns(12, r, 3) for r in range(3)] == [slice(0, 4), slice(4, 8), slice(8, 12)]
+    assert distributed.columns(12) == slice(0, 12)
+    with pytest.raises(ValueError, match=r"batch_size=10 does not divide among 4 processes: use a multiple of 4"):
+        distributed.columns(10, 0, 4)
+
