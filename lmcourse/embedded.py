@@ -24,7 +24,7 @@ import numpy as np
 from .grammar import (CAT, NOUN_CATS, SCALE, VERB_CATS, Grammar, Lexicon, Params, build_grammar, build_lexicon,
                       preference_mass)
 
-FORMAT = 4  # bump when the story changes, so stale caches are rebuilt
+FORMAT = 5  # bump when the story changes, so stale caches are rebuilt
 NAME_SLOT, VALUE_SLOT = -1, -2
 
 
@@ -48,12 +48,12 @@ class Sampler:
 
 def _sentences(lex: Lexicon, gram: Grammar, params: Params, topic: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
     """Run the sentence automaton for every row at once -> (tokens (B, L) padded with -3, lengths)."""
-    K, C = gram.emit.shape[1], gram.emit.shape[2]
-    cat_draw = Sampler(gram.emit.reshape(-1, C))                      # rows: state * K + topic
-    word_rows = np.zeros((K * C, len(lex.words)), dtype=np.int64)     # rows: topic * C + category
-    for c in range(C):
-        ids = lex.cat == c
-        word_rows[np.arange(K) * C + c, :] = np.where(ids, lex.topic_weight, 0)
+    K, C = gram.emit.shape[1], len(CAT)
+    sym_draw = Sampler(gram.emit.reshape(-1, gram.emit.shape[2]))     # rows: state * K + topic
+    weights = gram.word_weights(lex)                                  # (L, K, V)
+    word_rows = np.zeros((len(weights) * K * C, len(lex.words)), dtype=np.int64)
+    for c in range(C):                                                # rows: (context * K + topic) * C + category
+        word_rows[np.arange(len(weights) * K) * C + c] = np.where(lex.cat == c, weights, 0).reshape(-1, len(lex.words))
     word_draw = Sampler(word_rows)
     prefer = _Preference(lex, params)
     B = len(topic)
@@ -62,9 +62,11 @@ def _sentences(lex: Lexicon, gram: Grammar, params: Params, topic: np.ndarray, r
     columns = []
     while active.any():
         rows = np.flatnonzero(active)
-        c = cat_draw.draw(state[rows] * K + topic[rows], rng)
+        sym = sym_draw.draw(state[rows] * K + topic[rows], rng)
+        c = np.where(sym < C, sym, lex.cat[gram.literal[sym]])              # the word's category
         w = np.full(B, -3)
-        w[rows] = word_draw.draw(topic[rows] * C + c, rng)
+        w[rows] = np.where(sym < C, word_draw.draw((gram.context[state[rows]] * K + topic[rows]) * C
+                                                   + np.minimum(sym, C - 1), rng), gram.literal[sym])
         w[rows[c == CAT["NAME"]]] = NAME_SLOT
         w[rows[c == CAT["VALUE"]]] = VALUE_SLOT
         obj = gram.object_noun[state[rows]] & np.isin(c, NOUN_CATS)
@@ -72,7 +74,7 @@ def _sentences(lex: Lexicon, gram: Grammar, params: Params, topic: np.ndarray, r
         is_verb = np.isin(c, VERB_CATS)
         verb[rows[is_verb]] = lex.lemma[w[rows[is_verb]]]
         columns.append(w)
-        state[rows] = gram.delta[state[rows], c]
+        state[rows] = gram.delta[state[rows], sym]
         active[rows[c == CAT["EOS"]]] = False
     tokens = np.stack(columns, axis=1)
     return tokens, (tokens != -3).sum(1)
@@ -165,7 +167,8 @@ def _key(params: Params) -> str:
 
 def write_corpus(folder: Path, params: Params = Params()) -> Path:
     """Generate the three splits and the vocabulary into ``folder`` (atomically)."""
-    lex, gram = build_lexicon(params), build_grammar(params)
+    lex = build_lexicon(params)
+    gram = build_grammar(params, lex)
     assert lex.words[EOS_ID] == "<eos>" and lex.words[CAT_DOC_ID] == "<doc>"
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)

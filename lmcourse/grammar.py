@@ -6,12 +6,20 @@ The corpus is written by a small generative story (see :mod:`lmcourse.embedded`)
 The story, and which knob makes which phenomenon:
 
 - **Local syntax** (what an n-gram sees): a sentence grammar written as a deterministic
-  finite automaton over word *categories* (determiner, adjective, singular noun, ...). Every word
-  type belongs to exactly one category, so the automaton's state is a function of the words read.
+  finite automaton over word *categories* (determiner, adjective, singular noun, ...) and, inside
+  fixed expressions, single words (see :class:`Grammar`). Every word type belongs to exactly one
+  category, so the automaton's state is a function of the words read.
   Knobs: the emission weights in :func:`build_grammar` and the per-topic ``style``.
-- **Word-level collocations** (what a higher-order n-gram adds): each verb prefers a few object
-  nouns, which follow it two to four words later. Knobs: ``Params.preference`` (how strongly)
-  and ``Params.n_preferred`` (how many nouns per verb).
+- **Fixed expressions** (what a trigram and a 4-gram add over a bigram): time adverbials ("at the
+  end of the year", "in the third quarter", "N years ago") at the start of a sentence or after
+  the object, links ("as well as", "according to") before a noun phrase, and amounts ("$ N
+  million", "N cents a share", "one of the") inside noun phrases. Their words are spelt out by
+  states of their own, so the word two or three back decides the next one where the last word
+  (a "the", an "N") does not. Knob: ``Params.phrase_rate`` (0 turns them off); the tables
+  ``ADVERBIALS``, ``LINKS``, ``AMOUNTS`` and their ``CHOICES``.
+- **Word-level collocations**: each verb prefers a few object nouns, which follow it two to four
+  words later. Knobs: ``Params.preference`` (how strongly) and ``Params.n_preferred`` (how many
+  nouns per verb).
 - **Long-range agreement**: a subject's number (singular/plural) must agree with its verb, with a
   prepositional phrase (holding an "attractor" noun of any number), a relative clause and a
   parenthesis allowed in between. Knobs: ``style["pp"]``, ``style["rel"]``, ``style["paren"]``.
@@ -42,7 +50,7 @@ SCALE = 1 << 30  # resolution of the integer weights
 CATEGORIES = (
     "EOS", "DOC", "ADV_S", "DET", "DET_SG", "DET_PL", "PRON_SG", "PRON_PL", "NAME", "UNK",
     "ADJ", "NOUN_SG", "NOUN_PL", "PREP", "REL", "VERB_SG", "VERB_PL", "VERB_PAST",
-    "LRB", "RRB", "NUM", "UNIT", "KEY", "VALUE", "ADV", "CONJ",
+    "LRB", "RRB", "NUM", "UNIT", "KEY", "VALUE", "ADV", "CONJ", "FIXED",
 )
 CAT = {c: i for i, c in enumerate(CATEGORIES)}
 
@@ -60,8 +68,12 @@ FUNCTION_WORDS = {
     "PREP": {"of": 30, "in": 20, "for": 10, "on": 8, "with": 7, "at": 5, "from": 6, "by": 5, "about": 4,
              "under": 2, "after": 3},
     "REL": {"that": 6, "which": 4, "who": 3},
-    "UNIT": {"million": 8, "billion": 4, "percent": 8, "cents": 2, "points": 3, "shares": 4, "years": 3},
+    "UNIT": {"million": 8, "billion": 4, "percent": 8, "points": 3, "shares": 4, "years": 3},
     "CONJ": {"and": 10, "but": 6, "while": 3, "because": 3, "although": 2},
+    # Words that occur only inside fixed expressions (never drawn as a category).
+    "FIXED": {w: 1 for w in ("$ cents share ago end same time year month months week weeks half first second "
+                             "third fourth last more than one as well such according to so far other hand "
+                             "result addition").split()},
 }
 
 # A readable core of regular English words; the long tail is made-up words.
@@ -104,6 +116,7 @@ class Params:
     n_preferred: int = 4       # preferred object nouns per verb
     lookup_rate: float = 0.06  # share of objects that are a key-value lookup
     lookup_sharpness: float = 2.5  # scale of the key->value log-probability matrix
+    phrase_rate: float = 1.0   # weight multiplier of the fixed expressions (0 turns them off)
     train_tokens: int = 1_000_000
     valid_tokens: int = 80_000
     test_tokens: int = 80_000
@@ -253,11 +266,22 @@ def build_lexicon(params: Params) -> Lexicon:
 # ----------------------------------------------------------------------------- grammar
 @dataclass
 class Grammar:
+    """A deterministic automaton over *symbols*: the categories, then single words ("literals").
+
+    A literal is emitted only in the states that name it (inside a fixed expression); everywhere
+    else the word is just a member of its category. Where a state has both a literal ``w`` and a
+    rule for ``w``'s category, the category rule draws from its other words ("``w`` is claimed"),
+    so the symbol, and hence the next state, is always a function of the words read."""
+
     states: list[str]          # state names; START is 0, DEAD is the last
-    delta: np.ndarray          # (S, C) next state after emitting a category (DEAD if not allowed)
-    emit: np.ndarray           # (S, K, C) int64 weights of P(category | state, topic)
+    delta: np.ndarray          # (S, Σ) next state after emitting a symbol (DEAD if not allowed)
+    emit: np.ndarray           # (S, K, Σ) int64 weights of P(symbol | state, topic)
     doc_weight: int            # P(<doc> | START) as a weight out of SCALE
     styles: np.ndarray         # (K, 5) the per-topic style knobs, for display
+    literal: np.ndarray = field(default=None)      # (Σ,) word id of a literal symbol, -1 for a category
+    word_symbol: np.ndarray = field(default=None)  # (V,) a word's literal symbol, or -1 if it has none
+    context: np.ndarray = field(default=None)      # (S,) which set of claimed words a state uses
+    claimed: np.ndarray = field(default=None)      # (L, V) words its category rule may not draw; row 0 empty
 
     @property
     def start(self) -> int:
@@ -272,6 +296,17 @@ class Grammar:
         """(S,) True where a noun emitted from the state heads a verb's object."""
         return np.char.startswith(np.array(self.states), "OBJ_")
 
+    def symbol(self, s: np.ndarray, x: np.ndarray, cat: np.ndarray) -> np.ndarray:
+        """The symbol that emitted word ``x`` in state ``s`` (broadcast): its literal where ``s``
+        has one for it, its category ``cat[x]`` otherwise."""
+        lit = self.word_symbol[x]
+        here = (lit >= 0) & (self.delta[s, np.maximum(lit, 0)] != self.dead)
+        return np.where(here, lit, cat[x])
+
+    def word_weights(self, lex: "Lexicon") -> np.ndarray:
+        """(L, K, V) int64: P(w | category, topic) as weights, with each context's claimed words removed."""
+        return np.where(self.claimed[:, None, :], 0, lex.topic_weight[None])
+
 
 STYLE_KEYS = ("pp", "rel", "paren", "conj", "adj")
 
@@ -285,12 +320,84 @@ def _styles(params: Params) -> np.ndarray:
     return np.round(lo + (hi - lo) * rng.random((params.n_topics, 5)), 3)
 
 
-def _rules(s: dict) -> list[tuple[str, str, str, float]]:
+# ----------------------------------------------------------------------------- fixed expressions
+# Each table maps a phrase to its weight; "{period}" and the like expand over the choices below
+# (weights multiply). A phrase's words are emitted one by one from states of their own, so a word
+# two or three back (the "at" of "at the end") predicts the next one where the last word alone
+# (the "the") does not: the structure a trigram or a 4-gram model can use.
+CHOICES = {
+    "period": {"year": 6, "quarter": 4, "month": 2, "week": 1},
+    "ordinal": {"first": 3, "second": 3, "third": 3, "fourth": 2},
+    "half": {"first": 1, "second": 1},
+    "span": {"years": 3, "months": 2, "weeks": 1},
+    "recent": {"years": 2, "months": 1},
+}
+# Time adverbials, at the start of a sentence (before its subject) or after the object.
+ADVERBIALS = {
+    "at the end of the {period}": 3.0, "by the end of the {period}": 1.0, "in the {ordinal} quarter": 3.0,
+    "in the {half} half of the year": 1.0, "for the first time": 1.0, "at the same time": 1.0,
+    "in recent {recent}": 0.8, "earlier this {period}": 2.0, "last {period}": 2.0, "N {span} ago": 1.5,
+}
+SENTENCE_START = {"on the other hand": 0.5, "as a result": 0.5, "in addition": 0.5}
+AFTER_OBJECT = {"a year earlier": 1.5, "a year ago": 1.0, "so far this year": 0.5}
+# Links after the object, each followed by a noun phrase.
+LINKS = {"as well as": 1.0, "such as": 1.0, "according to": 0.5, "because of": 0.5, "in addition to": 0.5}
+# Amounts, at the start of a noun phrase that may hold a number ("N UNIT" itself is ordinary syntax).
+AMOUNTS = {"$ N million": 3.0, "$ N billion": 1.0, "$ N a share": 0.5, "N cents a share": 1.0,
+           "more than N UNIT": 0.5}
+
+
+def expand(table: dict, total: float = None) -> dict:
+    """{"last {period}": 2} -> {"last year": 2 * 6/13, "last quarter": 2 * 4/13, ...}, rescaled to
+    sum to ``total`` when given."""
+    if total is not None:
+        out = expand(table)
+        norm = sum(out.values())
+        return {p: total * w / norm for p, w in out.items()}
+    out = {}
+    for phrase, w in table.items():
+        slot = phrase[phrase.find("{") + 1:phrase.find("}")] if "{" in phrase else None
+        if slot is None:
+            out[phrase] = out.get(phrase, 0.0) + w
+            continue
+        total = sum(CHOICES[slot].values())
+        for word, x in CHOICES[slot].items():
+            for p, v in expand({phrase.replace("{" + slot + "}", word, 1): w * x / total}).items():
+                out[p] = out.get(p, 0.0) + v
+    return out
+
+
+def phrase_rules(host: str, phrases: list[tuple[str, float, str]]) -> list[tuple[str, str, str, float]]:
+    """Rules spelling out fixed expressions word by word from ``host``.
+
+    ``phrases`` holds (text, weight, return state). The phrases form a trie: a state
+    ``PH:host>w_1 ... w_i`` for every prefix read so far, whose next word has the total weight of
+    the phrases below it, and the last word of a phrase leads to the phrase's return state. A word
+    in capitals is a category ("UNIT": any unit word)."""
+    R: dict[tuple[str, str], list] = {}
+    for text, w, ret in phrases:
+        words = text.split()
+        for i, word in enumerate(words):
+            st = host if i == 0 else f"PH:{host}>{' '.join(words[:i])}"
+            nxt = ret if i == len(words) - 1 else f"PH:{host}>{' '.join(words[:i + 1])}"
+            if (st, word) in R:
+                if R[st, word][0] != nxt:
+                    raise ValueError(f"The phrase {text!r} at {host} is a prefix of another phrase there (or "
+                                     "extends it): make every phrase of a host end where no other goes on.")
+                R[st, word][1] += w
+            else:
+                R[st, word] = [nxt, w]
+    return [(st, word, nxt, w) for (st, word), (nxt, w) in R.items()]
+
+
+def _rules(s: dict, rate: float = 1.0) -> list[tuple[str, str, str, float]]:
     """The sentence automaton as (state, category, next state, weight) rules; ``s`` is one topic's style.
 
     ``n`` is the subject's number (sg/pl), carried until the verb; ``a`` is a noun phrase's number
-    as fixed by its determiner (any/sg/pl)."""
+    as fixed by its determiner (any/sg/pl); ``rate`` scales the fixed expressions. A rule's
+    "category" may be a single word instead ("the"): the word itself, in that state only."""
     R = []
+    amounts = expand(AMOUNTS, 0.12 * rate)
 
     def np_(prefix, after, n=None, allow_num=True, adjs=True):
         """A noun phrase: determiner, up to two adjectives, noun; or a name, <unk> or 'N unit'."""
@@ -308,9 +415,10 @@ def _rules(s: dict) -> list[tuple[str, str, str, float]]:
                     R.append((st, "NOUN_PL", after("pl"), 1.0 if a == "pl" else 0.6))
         R.append((prefix + tag, "NAME", after("sg"), 0.10))
         R.append((prefix + tag, "UNK", after("sg"), 0.08))
-        if allow_num:
-            R.append((prefix + tag, "NUM", f"{prefix}_UNIT{tag}", 0.10))
-            R.append((f"{prefix}_UNIT{tag}", "UNIT", after("pl"), 1.0))
+        if allow_num:  # amounts, and "one of the" leading into a plural noun phrase
+            R.extend(phrase_rules(prefix + tag, [("N UNIT", 0.10, after("pl"))]
+                                  + [(p, w, after("pl")) for p, w in amounts.items()]
+                                  + [("one of the", 0.04 * rate, f"{prefix}_ADJ{tag}[pl]")]))
 
     # Sentence start: a document marker, an optional sentence adverb, then the subject.
     R.append(("START", "ADV_S", "SUBJ", 0.08))
@@ -319,6 +427,8 @@ def _rules(s: dict) -> list[tuple[str, str, str, float]]:
         R.append((st, "PRON_PL", "VERB[pl]", 0.06))
         np_(st, lambda num: f"POST0[{num}]", allow_num=False)
     R.append(("DOCLINE", "EOS", "START", 1.0))
+    opening = expand({**ADVERBIALS, **SENTENCE_START}, 0.25 * rate)
+    R += phrase_rules("START", [(p, w, "SUBJ") for p, w in opening.items()])
     for n in ("sg", "pl"):
         verb = "VERB_SG" if n == "sg" else "VERB_PL"
         # After the subject noun: a PP (with an attractor noun), a relative clause, a parenthesis.
@@ -342,32 +452,60 @@ def _rules(s: dict) -> list[tuple[str, str, str, float]]:
           ("OBJ", "ADV", "END", 0.08), ("OBJ", "PREP", "OPP", 0.10), ("OBJ", "EOS", "START", 0.04),
           ("OPOST", "PREP", "OPP", 0.7), ("OPOST", "ADV", "END", 0.1), ("OPOST", "CONJ", "SUBJ", s["conj"]),
           ("OPOST", "EOS", "START", 1.0)]
+    closing, links = expand({**ADVERBIALS, **AFTER_OBJECT}, 0.45 * rate), expand(LINKS, 0.15 * rate)
+    R += phrase_rules("OPOST", [(p, w, "END") for p, w in closing.items()] + [(p, w, "OPP") for p, w in links.items()])
     np_("OPP", lambda _: "END")
     R += [("END", "PREP", "OPP", 0.3), ("END", "CONJ", "SUBJ", s["conj"]), ("END", "EOS", "START", 1.0)]
     return R
 
 
-def build_grammar(params: Params) -> Grammar:
+def build_grammar(params: Params, lex: Lexicon = None) -> Grammar:
     """Compile the rules of every topic's style into one automaton with per-topic emission weights."""
+    lex = build_lexicon(params) if lex is None else lex
     styles = _styles(params)
-    K, C = params.n_topics, len(CATEGORIES)
-    per_topic = [_rules(dict(zip(STYLE_KEYS, styles[z]))) for z in range(K)]
-    names = ["START"] + sorted({r[0] for r in per_topic[0]} - {"START"}) + ["DEAD"]
-    index = {n: i for i, n in enumerate(names)}
-    S = len(names)
-    delta = np.full((S, C), S - 1)
-    emit = np.zeros((S, K, C))
+    K, C, V = params.n_topics, len(CATEGORIES), len(lex.words)
+    per_topic = [_rules(dict(zip(STYLE_KEYS, styles[z])), params.phrase_rate) for z in range(K)]
+    names = ["START"] + sorted({r[0] for rules in per_topic for r in rules if r[3] != 0} - {"START"}) + ["DEAD"]
+    index, word_id = {n: i for i, n in enumerate(names)}, {w: i for i, w in enumerate(lex.words)}
+    # A single word is its own symbol, unless it is the only word of its category ("N", "<eos>").
+    words_used = {r[1] for rules in per_topic for r in rules if r[1] not in CAT and r[3] != 0}
+    unknown = sorted(w for w in words_used if w not in word_id)
+    if unknown:
+        raise ValueError(f"The fixed expressions use words missing from the lexicon ({', '.join(unknown)}): "
+                         "add them to FUNCTION_WORDS['FIXED'].")
+    sizes = np.bincount(lex.cat, minlength=C)
+    literals = sorted(word_id[w] for w in words_used if sizes[lex.cat[word_id[w]]] > 1)
+    sym = {**CAT, **{lex.words[w]: C + j for j, w in enumerate(literals)}}
+    sym.update({w: int(lex.cat[word_id[w]]) for w in words_used if w not in sym})
+    S, n_sym = len(names), C + len(literals)
+    delta = np.full((S, n_sym), S - 1)
+    emit = np.zeros((S, K, n_sym))
     for z, rules in enumerate(per_topic):
         obj_total = sum(w for st, c, _, w in rules if st == "OBJ" and w is not None)
         for st, c, nxt, w in rules:
             if w is None:  # the lookup takes a fixed share of all objects
                 w = obj_total * params.lookup_rate / (1 - params.lookup_rate)
-            assert delta[index[st], CAT[c]] in (S - 1, index[nxt]), (st, c)
-            delta[index[st], CAT[c]] = index[nxt]
-            emit[index[st], z, CAT[c]] += w
+            if w == 0:
+                continue
+            assert delta[index[st], sym[c]] in (S - 1, index[nxt]), (st, c)
+            delta[index[st], sym[c]] = index[nxt]
+            emit[index[st], z, sym[c]] += w
     delta[index["START"], CAT["DOC"]] = index["DOCLINE"]
-    emit = quantise(emit)
-    return Grammar(names, delta, emit, int(round(SCALE / params.doc_sentences)), styles)
+    literal = np.concatenate([np.full(C, -1), literals]).astype(np.int64)
+    word_symbol = np.full(V, -1)
+    word_symbol[literals] = np.arange(C, n_sym)
+    # Claimed words: literals of a state whose category also has a rule in that state.
+    claims = [frozenset(w for w in literals if delta[s, sym[lex.words[w]]] != S - 1 and delta[s, lex.cat[w]] != S - 1)
+              for s in range(S)]
+    sets = [frozenset()] + sorted(set(claims) - {frozenset()}, key=sorted)
+    claimed = np.zeros((len(sets), V), dtype=bool)
+    for k, ws in enumerate(sets):
+        claimed[k, list(ws)] = True
+    context = np.array([sets.index(c) for c in claims])
+    assert not (np.isin(literal, lex.noun_ids) & (delta[np.flatnonzero(np.char.startswith(np.array(names), "OBJ_"))]
+                                                  != S - 1)).any(), "object-noun states take no literal nouns"
+    return Grammar(names, delta, quantise(emit), int(round(SCALE / params.doc_sentences)), styles,
+                   literal, word_symbol, context, claimed)
 
 
 def preference_mass(lex: Lexicon) -> np.ndarray:

@@ -6,12 +6,15 @@ topic :math:`z`:
 
 .. math::
 
-    p(x_t \mid x_{<t}) = \sum_z p(z \mid x_{<t}) \; p(c_t \mid s_t, z) \; p(x_t \mid c_t, z, x_{<t}),
+    p(x_t \mid x_{<t}) = \sum_z p(z \mid x_{<t}) \; p(c_t \mid s_t, z) \; p(x_t \mid c_t, s_t, z, x_{<t}),
 
-    p(z \mid x_{<t}) \propto p(z) \prod_{i \in \text{doc}, i<t} p(c_i \mid s_i, z)\, p(x_i \mid c_i, z).
+    p(z \mid x_{<t}) \propto p(z) \prod_{i \in \text{doc}, i<t} p(c_i \mid s_i, z)\, p(x_i \mid c_i, s_i, z).
 
-Here :math:`c_t` is the word's category and :math:`s_t` the grammar state, a function of the
-words read so far (every word belongs to one category, and the automaton is deterministic).
+Here :math:`c_t` is the symbol that emitted the word (its category, or inside a fixed expression
+the word itself) and :math:`s_t` the grammar state, a function of the words read so far (every
+word belongs to one category, a state names a word as a literal or leaves it to its category,
+and the automaton is deterministic). A category's word distribution leaves out the words that
+the state claims as literals.
 Names follow the document's Chinese-restaurant process,
 :math:`p(w) = (n_w + \alpha G(w)) / (j + \alpha)` with :math:`n_w` earlier mentions of ``w`` among
 the document's :math:`j` name slots; a value word follows its key through the lookup table.
@@ -46,22 +49,25 @@ class Oracle(LanguageModel):
     name = "oracle"
 
     def __init__(self, vocab: Vocab, params: Params = Params()):
-        lex, gram = build_lexicon(params), build_grammar(params)
+        lex = build_lexicon(params)
+        gram = build_grammar(params, lex)
         if vocab.itos != lex.words:
             raise ValueError("The oracle only scores the embedded corpus: load it with load_corpus() "
                              "and pass corpus.vocab (this vocabulary differs from the generator's).")
         self.vocab, self.params, self.lex, self.gram = vocab, params, lex, gram
-        emit = gram.emit / np.maximum(gram.emit.sum(-1, keepdims=True), 1)  # (S, K, C); DEAD rows stay 0
+        emit = gram.emit / np.maximum(gram.emit.sum(-1, keepdims=True), 1)  # (S, K, Σ); DEAD rows stay 0
         h = gram.doc_weight / SCALE                                       # P(<doc> | sentence start)
         emit[gram.start] *= 1 - h
         emit[gram.start, :, CAT["DOC"]] = h
-        self.log_emit = _log(emit)                                        # (S, K, C)
-        totals = np.zeros((params.n_topics, len(CAT)))
-        np.add.at(totals.T, lex.cat, lex.topic_weight.T)                  # per-category totals
-        word = lex.topic_weight / np.maximum(totals[:, lex.cat], 1)       # (K, V)
+        self.log_emit = _log(emit)                                        # (S, K, Σ)
+        weights = gram.word_weights(lex)                                  # (L, K, V)
+        totals = np.zeros(weights.shape[:2] + (len(CAT),))
+        np.add.at(totals.transpose(2, 0, 1), lex.cat, weights.transpose(2, 0, 1))  # (L, K, C) category totals
+        word = weights / np.maximum(totals[:, :, lex.cat], 1)             # (L, K, V) p(w | category, topic)
         special = np.isin(lex.cat, [CAT["NAME"], CAT["VALUE"]])
-        word[:, special] = 1.0                                            # handled by the CRP / lookup
-        self.word, self.log_word = word, _log(word)                       # (K, V)
+        word[:, :, special] = 1.0                                         # handled by the CRP / lookup
+        self.word, self.log_word = word, _log(word)                       # (L, K, V)
+        self.n_cat = len(CAT)
         self.cat = lex.cat                                                # (V,)
         self.is_name = lex.cat == CAT["NAME"]
         self.alpha = params.name_alpha
@@ -77,6 +83,13 @@ class Oracle(LanguageModel):
         self.is_noun, self.is_verb = np.isin(lex.cat, NOUN_CATS), np.isin(lex.cat, VERB_CATS)
         self.object_noun = gram.object_noun                                # (S,)
 
+    def _emission(self, s: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """log p(x | s, z) = log p(symbol | s, z) + log p(x | symbol, s, z) for words x read in states s:
+        (n, K), and the symbols (n,). A literal symbol is its word, so its second term is 0."""
+        sym = self.gram.symbol(s, x, self.cat)                            # (n,)
+        word = np.where(sym[:, None] >= self.n_cat, 0.0, self.log_word[self.gram.context[s], :, x])
+        return self.log_emit[s, :, sym] + word, sym
+
     def _preference(self, x: np.ndarray, verb: np.ndarray) -> np.ndarray:
         """log of the selectional-preference factor for object nouns x after verbs ``verb``: (n, K)."""
         boost = 1 + (self.beta - 1) * self.preferred[verb, x]              # (n,)
@@ -85,22 +98,21 @@ class Oracle(LanguageModel):
     # ------------------------------------------------------------------ whole-stream scoring
     def states(self, x: np.ndarray) -> np.ndarray:
         """Grammar state before each token: the automaton run line by line, all lines at once."""
-        c = self.cat[x]
         line = np.concatenate([[0], np.cumsum(x[:-1] == self.eos)])      # (N,) line of each token
         first = np.searchsorted(line, line)                               # first position of its line
         pos = np.arange(len(x)) - first                                   # position inside the line
-        grid = np.full((line[-1] + 1, pos.max() + 1), -1)
-        grid[line, pos] = c
+        grid = np.zeros((line[-1] + 1, pos.max() + 1), dtype=np.int64)  # words; padding reads <eos>
+        grid[line, pos] = x
         s = np.full(grid.shape, self.gram.start)
         for j in range(grid.shape[1] - 1):                               # loop over positions, not tokens
-            s[:, j + 1] = self.gram.delta[s[:, j], np.maximum(grid[:, j], 0)]
+            s[:, j + 1] = self.gram.delta[s[:, j], self.gram.symbol(s[:, j], grid[:, j], self.cat)]
         return s[line, pos]
 
     def _topic_terms(self, x: np.ndarray):
         """Per token: the topic-dependent log-likelihood (N, K), the log posterior over topics given
         the document so far (N, K), and the document segment of each token."""
-        s, c = self.states(x), self.cat[x]
-        ll = self.log_emit[s, :, c] + self.log_word[:, x].T               # (N, K)
+        s = self.states(x)
+        ll = self._emission(s, x)[0]                                      # (N, K)
         obj = np.flatnonzero(self.object_noun[s] & self.is_noun[x])
         last_verb = np.maximum.accumulate(np.where(self.is_verb[x], np.arange(len(x)), 0))
         ll[obj] += self._preference(x[obj], self.lex.lemma[x[last_verb[obj]]])
@@ -174,8 +186,11 @@ class Oracle(LanguageModel):
     def next_log_probs(self, state: dict) -> torch.Tensor:
         C = state["C"]
         post = np.exp(C - _logsumexp(C, 1)[:, None])                     # (B, K)
-        emit = np.exp(self.log_emit[state["s"]])                          # (B, K, C)
-        terms = emit[:, :, self.cat] * self.word[None]                    # (B, K, V)
+        s, V = state["s"], len(self.vocab)
+        sym = self.gram.symbol(s[:, None], np.arange(V)[None, :], self.cat)  # (B, V)
+        emit = np.exp(self.log_emit[s])                                   # (B, K, Σ)
+        emit = np.take_along_axis(emit, np.broadcast_to(sym[:, None, :], (len(s), emit.shape[1], V)), 2)
+        terms = emit * np.where(sym[:, None, :] >= self.n_cat, 1.0, self.word[self.gram.context[s]])  # (B, K, V)
         obj = np.flatnonzero(self.object_noun[state["s"]])
         if len(obj):
             nouns = np.flatnonzero(self.is_noun)
@@ -195,8 +210,8 @@ class Oracle(LanguageModel):
 
     def advance(self, state: dict, tokens) -> dict:
         x = torch.as_tensor(tokens).cpu().numpy().astype(np.int64)
-        s, c = state["s"], self.cat[x]
-        ll = self.log_emit[s, :, c] + self.log_word[:, x].T               # (B, K)
+        s = state["s"]
+        ll, sym = self._emission(s, x)                                    # (B, K), (B,)
         obj = np.flatnonzero(self.object_noun[s] & self.is_noun[x])
         ll[obj] += self._preference(x[obj], state["verb"][obj])
         ll = np.where(np.isfinite(ll), ll, -1e4)
@@ -206,7 +221,7 @@ class Oracle(LanguageModel):
         new_doc = x == self.doc
         C[new_doc] = 0.0
         names[new_doc] = 0.0
-        s = np.where(c == CAT["EOS"], self.gram.start, self.gram.delta[s, c])
+        s = np.where(self.cat[x] == CAT["EOS"], self.gram.start, self.gram.delta[s, sym])
         verb = np.where(self.is_verb[x], self.lex.lemma[x], state["verb"])
         return {"s": s, "C": C, "names": names, "prev": x, "verb": verb}
 

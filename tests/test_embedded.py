@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from lmcourse.embedded import ensure, load_params, write_corpus
-from lmcourse.grammar import CAT, Params, build_lexicon
+from lmcourse.grammar import CAT, Params, build_lexicon, phrase_rules
+from lmcourse.lm import perplexity
+from lmcourse.ngram import NGramLM
 from lmcourse.oracle import Oracle
 from lmcourse.vocab import Vocab
 
@@ -43,7 +45,7 @@ def test_same_seed_same_bytes_and_other_seed_differs(tmp_path):
 # The digest of SMALL's four files, as written with the pinned numpy (requirements.lock). Every draw
 # is an integer draw from integer weights, so another machine must write the same bytes; a change
 # to the generative story must bump embedded.FORMAT and this digest together.
-SMALL_DIGEST = "1446467a4108aafb35b32a8e89cac3364172668051ca1ecc91c5e90096e25909"
+SMALL_DIGEST = "f4c0726af08411d34bb365e2871ddb499fad439fc5408c061f8c386a2f4b88bd"
 
 
 def test_bytes_match_the_pinned_digest(tmp_path):
@@ -116,3 +118,26 @@ def test_topics_shift_between_documents(corpus):
     assert post[ends].max(1).values.mean() > 0.9     # by a document's end its topic is clear
     winners = post[ends].argmax(1)
     assert winners.unique().numel() == Params().n_topics  # and documents differ in topic
+
+
+def test_fixed_expressions_make_a_trigram_pay(tmp_path):
+    """The fixed expressions are what a trigram and a 4-gram gain from; with phrase_rate=0 the
+    words two back tell nothing the last word does not, and the trigram gains nothing."""
+    ppl, fixed_words = {}, {}
+    for rate in (1.0, 0.0):
+        params = replace(Params(), train_tokens=200_000, valid_tokens=30_000, test_tokens=1_000, phrase_rate=rate)
+        folder = write_corpus(tmp_path / str(rate), params)
+        vocab = Vocab((folder / "vocab.txt").read_text().splitlines())
+        train, valid = read_split(folder, "train", vocab), read_split(folder, "valid", vocab)
+        fixed_words[rate] = int(np.isin(build_lexicon(params).cat[train.numpy()], CAT["FIXED"]).sum())
+        ppl[rate] = {n: perplexity(NGramLM(vocab, n, "mkn", mode="stream").fit(train), valid) for n in (2, 3, 4)}
+    assert ppl[1.0][3] < 0.95 * ppl[1.0][2] and ppl[1.0][4] <= ppl[1.0][3]
+    assert ppl[0.0][3] > 0.98 * ppl[0.0][2]
+    assert fixed_words[1.0] > 1000 and fixed_words[0.0] == 0
+
+
+def test_phrases_of_one_host_must_not_be_prefixes_of_each_other():
+    rules = phrase_rules("OPOST", [("at the end", 1.0, "END"), ("at the same time", 1.0, "END")])
+    assert ("PH:OPOST>at the", "end", "END", 1.0) in rules and ("OPOST", "at", "PH:OPOST>at", 2.0) in rules
+    with pytest.raises(ValueError, match="prefix of another phrase"):
+        phrase_rules("OPOST", [("a year", 1.0, "END"), ("a year ago", 1.0, "END")])

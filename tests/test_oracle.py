@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lmcourse.embedded import ensure
-from lmcourse.grammar import CAT, Params, build_lexicon
+from lmcourse.grammar import CAT, CHOICES, Params, build_lexicon
 from lmcourse.lm import perplexity
 from lmcourse.ngram import NGramLM
 from lmcourse.oracle import Oracle
@@ -43,6 +43,9 @@ def test_next_token_distribution_sums_to_one_and_matches_score(setup):
     lex = build_lexicon(Params())
     cats = lex.cat[x.numpy()]
     assert (cats == CAT["NAME"]).any() and (cats == CAT["VALUE"]).any() and (x == vocab.stoi["<doc>"]).any()
+    s = oracle.states(x.numpy())
+    assert (oracle.gram.symbol(s, x.numpy(), lex.cat) >= len(CAT)).any()  # words inside fixed expressions
+    assert (oracle.gram.context[s] > 0).any()       # states where a fixed expression claims a word
     state, gathered = oracle.start(1), []
     for t in range(len(x)):
         logp = oracle.next_log_probs(state)[0]
@@ -50,6 +53,32 @@ def test_next_token_distribution_sums_to_one_and_matches_score(setup):
         gathered.append(float(logp[x[t]]))
         state = oracle.advance(state, x[t:t + 1])
     assert np.allclose(gathered, oracle.score(x).numpy(), atol=1e-10, rtol=0)
+
+
+def next_word(oracle, vocab, text):
+    state = oracle.start(1)
+    for w in text.split():
+        state = oracle.advance(state, torch.tensor([vocab.stoi[w]]))
+    return oracle.next_log_probs(state)[0].exp()
+
+
+def test_inside_a_fixed_expression_the_words_before_decide(setup):
+    oracle, vocab, _ = setup
+    p = next_word(oracle, vocab, "at the end of the")                # a sentence-initial adverbial
+    period = CHOICES["period"]
+    for w, weight in period.items():
+        assert float(p[vocab.stoi[w]]) == pytest.approx(weight / sum(period.values()), abs=1e-6)
+    p = next_word(oracle, vocab, "the bank offers the stock at")     # after the object, "at" opens one
+    assert float(p[vocab.stoi["the"]]) == pytest.approx(1.0, abs=1e-9)
+    p = next_word(oracle, vocab, "the bank offers the stock for the first")
+    assert float(p[vocab.stoi["time"]]) == pytest.approx(1.0, abs=1e-9)
+    p = next_word(oracle, vocab, "the bank offers the stock of the")  # an ordinary noun phrase
+    assert float(p[vocab.stoi["end"]]) == 0 and float(p.max()) < 0.2
+    p = next_word(oracle, vocab, "the bank offers $ N")               # $ N million / billion / a share
+    assert float(p[[vocab.stoi[w] for w in ("million", "billion", "a")]].sum()) == pytest.approx(1.0, abs=1e-9)
+    assert float(p[vocab.stoi["percent"]]) == 0
+    p = next_word(oracle, vocab, "the bank offers N")                 # N percent, N million, N cents ...
+    assert float(p[vocab.stoi["percent"]]) > 0.1 and float(p[vocab.stoi["cents"]]) > 0.01
 
 
 def test_batched_steps_and_reorder(setup):
