@@ -50,7 +50,7 @@ def _run_data(args) -> dict:
     from .data import load_corpus
 
     t0 = time.perf_counter()
-    c = load_corpus(args.data or dataset(), level=args.level, min_count=args.min_count)
+    c = load_corpus(dataset() if args.data is None else args.data, level=args.level, min_count=args.min_count)
     out = {"data": c.name, "level": c.level, "vocab": len(c.vocab), "train": len(c.train),
            "valid": len(c.valid), "test": len(c.test), "unk_mapped": c.unk_mapped,
            "seconds": round(time.perf_counter() - t0, 3)}

@@ -113,6 +113,10 @@ def save_checkpoint(path, model: RNNLM, vocab: Optional[Vocab] = None, history=N
     if not isinstance(model, RNNLM):
         raise TypeError(f"save_checkpoint saves an RNNLM, got {type(model).__name__}.")
     vocab = vocab if vocab is not None else getattr(model, "vocab", None)
+    if vocab is not None and (not isinstance(vocab, Vocab) or len(vocab) != model.config.vocab_size):
+        size = f"{len(vocab)} tokens" if isinstance(vocab, Vocab) else f"a {type(vocab).__name__}"
+        raise CheckpointError(f"The vocabulary to save is {size}, but the model has vocab_size="
+                              f"{model.config.vocab_size}: pass the Vocab the model was trained with.")
     rows = getattr(history, "rows", history)
     payload = {
         "format": FORMAT,
@@ -209,6 +213,8 @@ def load_checkpoint(path, vocab: Optional[Vocab] = None, map_location=None):
     """
     if vocab is not None and not isinstance(vocab, Vocab):
         raise TypeError(f"vocab must be a lmcourse Vocab, got {type(vocab).__name__}: pass corpus.vocab.")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"A checkpoint path must be a string or a Path, got {type(path).__name__}.")
     path = Path(path)
     payload = _read(path)
     config = _check_payload(path, payload)

@@ -91,7 +91,8 @@ def _not_a_folder(variable: str, path: Path) -> Optional[str]:
     if blocker is not None:
         return f"{variable}={path} lies under {blocker}, which is a file: point it at a folder, or unset it."
     if not writable(path):
-        return f"{variable}={path} is not a folder this program can write to: point it at a writable folder, or unset it."
+        return (f"{variable}={path} is not a folder this program can write to: point it at a writable folder, "
+                "or unset it.")
     return None
 
 

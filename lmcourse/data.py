@@ -156,6 +156,11 @@ def split_shakespeare(text: str) -> list[str]:
 
 def _locate(name, data_dir) -> tuple[str, list[Path], Optional[Path]]:
     """(label, the text files: three splits or Tiny Shakespeare's one, the vocab.txt to use or None)."""
+    if data_dir is not None and Path(data_dir).exists() and not Path(data_dir).is_dir():
+        raise CorpusError(f"data_dir={data_dir} is a file, not a folder: give the folder that holds ptb/, "
+                          "wikitext-2/ or tinyshakespeare/.")
+    if isinstance(name, str) and not name.strip():
+        raise _unknown(name)
     if name is None or name == config.EMBEDDED:
         from . import embedded  # generated on first use
 

@@ -239,7 +239,7 @@ def run_cli(args) -> dict:
     from .data import load_corpus
 
     _check_settings(args.order, args.smoothing, args.k, args.mode)  # before the corpus is read
-    corpus = load_corpus(args.data or dataset(), min_count=getattr(args, "min_count", 1))
+    corpus = load_corpus(dataset() if args.data is None else args.data, min_count=getattr(args, "min_count", 1))
     t0 = time.perf_counter()
     lm = NGramLM(corpus.vocab, args.order, args.smoothing, args.k, args.mode).fit(corpus.train)
     valid_ppl, test_ppl = perplexity(lm, corpus.valid), perplexity(lm, corpus.test)

@@ -14,7 +14,8 @@ class Vocab:
 
     def __init__(self, itos: Sequence[str]):
         if isinstance(itos, str):
-            raise TypeError("Vocab takes a list of token strings, got one string: split it first, e.g. Vocab(text.split()).")
+            raise TypeError("Vocab takes a list of token strings, got one string: split it first, "
+                            "e.g. Vocab(text.split()).")
         self.itos = list(itos)
         bad = next((t for t in self.itos if not isinstance(t, str) or not t), None)
         if bad is not None:

@@ -128,6 +128,7 @@ CLI_CASES = [
     (["data", "--data", "tinyshakespeare", "--level", "char"], None, 1, r"Could not download input\.txt"),
     (["ngram", "--data", "ptb", "--order", "3"], None, 1, r"Could not download"),
     (["data", "--data", "penn-treebank"], None, 1, r"Unknown corpus 'penn-treebank': use one of"),
+    (["data", "--data", ""], None, 1, r"Unknown corpus '': use one of"),
     (["data", "--data", "{corpus}"], "file", 1, r"notes\.txt is a file, not a folder"),
     (["data", "--data", "{corpus}"], "missing folder", 1, r"does not exist: give a folder"),
     (["data", "--data", "{corpus}"], "no test.txt", 1, r"has no test\.txt"),
@@ -327,6 +328,15 @@ def test_load_corpus_arguments(tmp_path, kwargs, error, pattern):
     assert files_under(tmp_path) == before
 
 
+def test_a_data_dir_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("keep me\n")
+    before = files_under(tmp_path)
+    with pytest.raises(CorpusError) as err:
+        data.load_corpus("ptb", data_dir=tmp_path / "notes.txt")
+    assert_one_sentence(str(err.value), r"data_dir=.*notes\.txt is a file, not a folder")
+    assert files_under(tmp_path) == before
+
+
 def test_min_count_with_a_closed_vocabulary_is_refused(tmp_path):
     folder = write_corpus(tmp_path / "c")
     (folder / "vocab.txt").write_text("\n".join(["the", "cat", "sat", "on", "mat", "a", "<eos>"]) + "\n")
@@ -494,6 +504,23 @@ def test_an_unwritable_checkpoint_path_is_refused_before_anything_is_written(tmp
         check_writable(where(tmp_path)) if call == "check_writable" else save_checkpoint(where(tmp_path), tiny_model())
     assert_one_sentence(str(err.value), pattern)
     assert files_under(tmp_path) == before
+
+
+@pytest.mark.parametrize("vocab, pattern", [
+    (Vocab(WORDS[:4]), r"The vocabulary to save is 4 tokens, but the model has vocab_size=6"),
+    (WORDS, r"The vocabulary to save is a list, but"),
+])
+def test_saving_with_a_vocabulary_that_does_not_fit_is_refused(tmp_path, vocab, pattern):
+    with pytest.raises(CheckpointError) as err:
+        save_checkpoint(tmp_path / "model.pt", tiny_model(), vocab=vocab)
+    assert_one_sentence(str(err.value), pattern)
+    assert files_under(tmp_path) == {}
+
+
+def test_a_checkpoint_path_of_the_wrong_type_is_refused():
+    with pytest.raises(TypeError) as err:
+        load_checkpoint(None)
+    assert_one_sentence(str(err.value), r"A checkpoint path must be a string or a Path, got NoneType")
 
 
 def test_check_writable_leaves_no_probe_behind(tmp_path):
