@@ -2,11 +2,14 @@
 
 The bare loop is the least a truncated-BPTT step needs: forward from the detached state,
 cross-entropy, backward, gradient clipping, an SGD step. The trainer adds its bookkeeping (loss
-kept on the device, divergence checks, callbacks, the best-weights snapshot) and one validation
-pass over a small stream. Both train the pytorch/examples small model (V = 10k, 2 x 200, bptt 35,
-batch 20; pytorch/examples 2017) for the same number of batches, from the same initial weights, on the CPU
-with 2 threads; runs alternate so the machine's load affects both alike, and the median of the
-repeats is reported (target: overhead < 5%).
+kept on the device, divergence checks, callbacks, the best-weights snapshot) and two validation
+passes over a small stream (the starting weights, then the epoch's end). A third run reads each
+batch in two sub-batches of 10 columns (``small_batch_size``, gradient accumulation as in the MoS
+code, Yang et al. 2018): the price of the smaller memory peak. All three train the pytorch/examples
+small model (V = 10k, 2 x 200, bptt 35, batch 20; pytorch/examples 2017) for the same number of
+batches, from the same initial weights, on the run's device (the CPU with 2 threads here, the GPU
+when there is one); the order of the runs rotates so the machine's load affects all alike, and the
+median of the repeats is reported (target: overhead < 5%).
 
 Data: PTB when ``LMCOURSE_DATA`` (or ../shared/data) holds it, else a random stream over 10k types.
 
@@ -20,6 +23,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Optional
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -70,10 +74,11 @@ def bare_loop(model: RNNLM, train: torch.Tensor, batches: int) -> float:
     return time.perf_counter() - start
 
 
-def trainer_run(model: RNNLM, train: torch.Tensor, valid: torch.Tensor, batches: int) -> tuple[float, float]:
+def trainer_run(model: RNNLM, train: torch.Tensor, valid: torch.Tensor, batches: int,
+                small: Optional[int] = None) -> tuple[float, float]:
     """Seconds for ``Trainer.fit`` over the same batches (one epoch, validation included), and its tokens/s."""
     config = TrainConfig(epochs=1, batch_size=BATCH, bptt=BPTT, lr=LR, clip=CLIP, max_batches=batches,
-                         progress=False, live_plot=False)
+                         small_batch_size=small, progress=False, live_plot=False)
     start = time.perf_counter()
     history = Trainer(model, train, valid, config).fit()
     return time.perf_counter() - start, history.rows[0]["tokens_per_s"]
@@ -89,27 +94,31 @@ def main() -> None:
     torch.manual_seed(0)
     initial = RNNLM(LMConfig(vocab_size=V, emb_size=E, hidden_size=H, num_layers=L))
     tokens = args.batches * BPTT * BATCH
-    print(f"torch {torch.__version__}, CPU, {torch.get_num_threads()} threads, data {label}, V={V}, {L}x{H}, "
-          f"bptt {BPTT}, batch {BATCH}, {args.batches} batches ({tokens} tokens), median of {args.repeats}")
+    print(f"torch {torch.__version__}, {device().type}, {torch.get_num_threads()} threads, data {label}, V={V}, "
+          f"{L}x{H}, bptt {BPTT}, batch {BATCH}, {args.batches} batches ({tokens} tokens), median of {args.repeats}")
     bare_loop(copy.deepcopy(initial), train, 5)  # warm-up
-    bare_s, fit_s, fit_train_tps = [], [], []
+    seconds, train_tps = {"bare": [], "fit": [], "small": []}, {"fit": [], "small": []}
     for repeat in range(args.repeats):
-        for name in (("bare", "fit") if repeat % 2 == 0 else ("fit", "bare")):  # alternate who goes first
+        order = ("bare", "fit", "small")
+        for name in order[repeat % 3:] + order[:repeat % 3]:  # rotate who goes first
             if name == "bare":
-                bare_s.append(bare_loop(copy.deepcopy(initial), train, args.batches))
-            else:
-                seconds, tps = trainer_run(copy.deepcopy(initial), train, valid, args.batches)
-                fit_s.append(seconds)
-                fit_train_tps.append(tps)
-    bare, fit = statistics.median(bare_s), statistics.median(fit_s)
-    print(f"{'run':<28}{'seconds':>9}{'tokens/s':>11}")
-    print(f"{'bare loop':<28}{bare:>9.2f}{tokens / bare:>11.0f}")
-    print(f"{'Trainer.fit (with valid)':<28}{fit:>9.2f}{tokens / fit:>11.0f}")
-    print(f"{'Trainer, training part':<28}{'':>9}{statistics.median(fit_train_tps):>11.0f}")
+                seconds["bare"].append(bare_loop(copy.deepcopy(initial), train, args.batches))
+                continue
+            small = BATCH // 2 if name == "small" else None
+            s, tps = trainer_run(copy.deepcopy(initial), train, valid, args.batches, small)
+            seconds[name].append(s)
+            train_tps[name].append(tps)
+    bare, fit, small = (statistics.median(seconds[k]) for k in ("bare", "fit", "small"))
+    fit_tps, small_tps = statistics.median(train_tps["fit"]), statistics.median(train_tps["small"])
+    print(f"{'run':<38}{'seconds':>9}{'tokens/s':>11}")
+    print(f"{'bare loop':<38}{bare:>9.2f}{tokens / bare:>11.0f}")
+    print(f"{'Trainer.fit (with 2 validations)':<38}{fit:>9.2f}{tokens / fit:>11.0f}")
+    print(f"{'Trainer, training part':<38}{'':>9}{fit_tps:>11.0f}")
+    print(f"{'Trainer, small_batch_size=10 (2 x 10)':<38}{small:>9.2f}{tokens / small:>11.0f}")
     print(f"overhead of Trainer.fit: {100 * (fit / bare - 1):+.1f}%  "
-          f"(training part alone: {100 * (tokens / bare / statistics.median(fit_train_tps) - 1):+.1f}%; "
-          f"fastest runs: {100 * (min(fit_s) / min(bare_s) - 1):+.1f}%; target < 5%)")
-
+          f"(training part alone: {100 * (tokens / bare / fit_tps - 1):+.1f}%; "
+          f"fastest runs: {100 * (min(seconds['fit']) / min(seconds['bare']) - 1):+.1f}%; target < 5%)")
+    print(f"gradient accumulation over 2 sub-batches: training part {fit_tps / small_tps:.2f}x the time of one batch")
 
 if __name__ == "__main__":
     main()

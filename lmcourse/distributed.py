@@ -8,7 +8,12 @@ averages the gradients over the ranks during the backward pass,
              = \nabla_\theta \frac{1}{B\,T}\sum_{b,t} -\log p(y_{t,b} \mid \cdot),
 
 which is the gradient of the whole batch, so every rank takes the same step and the weights stay
-equal. Launch (one process per GPU; NCCL on GPUs, gloo on CPUs)::
+equal. The trainer keeps the ranks in step: variable BPTT draws its window lengths from one
+generator whose state rank 0 broadcasts; every decision taken from validation (the best model,
+the rate decay, NT-ASGD's switch to averaging) uses rank 0's validation loss, broadcast; a stop
+(``trainer.stop`` or a diverged loss) on any rank stops all of them at the same batch; only rank 0
+writes checkpoints, the run directory, logs and progress bars. Launch (one process per GPU; NCCL
+on GPUs, gloo on CPUs)::
 
     torchrun --nproc_per_node=4 -m lmcourse train ...
 

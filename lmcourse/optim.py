@@ -52,7 +52,10 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
 
 @contextmanager
 def scaled_lr(optimizer: torch.optim.Optimizer, factor: float):
-    r"""Step with :math:`\eta \cdot` ``factor`` inside the block, :math:`\eta` again after it (Merity et al. 2018, Section 4.1)."""
+    r"""Step with :math:`\eta \cdot` ``factor`` inside the block, :math:`\eta` again after it.
+
+    Variable BPTT's rescaling (Merity et al. 2018, Section 4.1).
+    """
     if factor == 1:
         yield
         return

@@ -209,8 +209,8 @@ class RunDir:
         diff = _first_difference(saved["model_config"], model_config)
         if diff:
             key, then, now = diff
-            raise ValueError(f"The run in {self.path} has a model with {key}={then!r} but this model has {key}={now!r}: "
-                             f"build the model from {self.file(CONFIG)} to resume, or use a new out_dir.")
+            raise ValueError(f"The run in {self.path} has a model with {key}={then!r} but this model has "
+                             f"{key}={now!r}: build the model from {self.file(CONFIG)} to resume, or use a new out_dir.")
         if vocab is not None and saved.get("vocab") is not None:
             message = vocab_mismatch(saved["vocab"], list(vocab.itos))
             if message:

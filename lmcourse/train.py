@@ -151,6 +151,8 @@ class Trainer:
         reason = "completed"
         try:
             self._resume(saved) if saved is not None else self._fresh_start()
+            if self.parallel:  # one sequence of window lengths for all ranks: rank 0's
+                self.generator.set_state(distributed.broadcast(self.generator.get_state()))
             self.net = distributed.wrap(self.model)  # (DistributedDataParallel under torchrun)
             if self.rundir is not None and self.main:
                 self.rundir.write_config(self.model.config.as_dict(), asdict(self.config), self.world)
@@ -190,7 +192,8 @@ class Trainer:
         seed_everything(cfg.seed + self.rank)  # dropout masks differ between ranks
         self.device = device()
         self.model.to(self.device)
-        self.train_data = batchify(self.train_tokens, cfg.batch_size)[:, columns].contiguous().to(self.device)  # (T, B/W)
+        train = batchify(self.train_tokens, cfg.batch_size)[:, columns]  # (T, B/W): this rank's columns
+        self.train_data = train.contiguous().to(self.device)
         self.valid_data = batchify(self.valid_tokens, cfg.eval_batch_size).to(self.device)  # (T', B')
         self.generator = torch.Generator().manual_seed(cfg.seed)  # the same window lengths on every rank
         self.params = [p for p in self.model.parameters() if p.requires_grad]

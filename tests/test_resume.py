@@ -133,7 +133,8 @@ def test_the_run_directory_holds_config_history_best_last_and_curves(tmp_path, r
     assert same_weights(weights(best), ref_weights) and info["extra"]["epoch"] == ref_history.best["epoch"]
     state = last(out)
     assert state["epoch"] == EPOCHS and state["val_losses"] == ref_history.column("valid_loss")
-    assert state["optimizer"]["name"] == "asgd" and all("ax" in s for s in state["optimizer"]["state"]["state"].values())
+    assert state["optimizer"]["name"] == "asgd"
+    assert all("ax" in s for s in state["optimizer"]["state"]["state"].values())
     assert set(state["rng"][0]) >= {"torch", "python", "numpy"} and state["bptt_generator"].dtype == torch.uint8
     assert run_dir.file("curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]  # no temporary files left behind
