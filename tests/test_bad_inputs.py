@@ -642,3 +642,24 @@ def test_download_destinations_and_digests(tmp_path, closed_url, make, error, pa
         download.download([closed_url], dest, digest, progress=False)
     assert_one_sentence(str(err.value), pattern)
     assert files_under(tmp_path) == before
+
+
+# ------------------------------------------------------------------------------------- CUDA
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_cuda_the_same_checks_hold(tmp_path):
+    path = tmp_path / "model.pt"
+    save_checkpoint(path, tiny_model())
+    model, _ = load_checkpoint(path, map_location="cuda")
+    assert next(model.parameters()).is_cuda
+    with pytest.raises(ValueError) as err:
+        model.score(torch.tensor([0, 6], device="cuda"))
+    assert_one_sentence(str(err.value), r"Token id 6 is outside the vocabulary of 6")
+    with pytest.raises(TypeError, match="got strings"):
+        model.score(["the", "cat"])
+    _damaged(path, "truncated")
+    with pytest.raises(CheckpointError, match="damaged"):
+        load_checkpoint(path, map_location="cuda")
+    logp = torch.log_softmax(torch.tensor([[0.0, 2.0, 1.0]], device="cuda"), dim=-1)
+    probs = sampling_distribution(logp, temperature=1e-310)
+    assert probs.is_cuda and probs.argmax().item() == 1 and probs.sum().item() == 1.0
