@@ -1,0 +1,100 @@
+r"""Lesson 08 exercises: the SGD rule with decay, the RMS decay rates, and why the order of steps matters.
+
+- ``08.sgd-step``: one step of :math:`\theta \leftarrow \theta - \eta g + \lambda(\theta_0 - \theta)`
+  (Mikolov et al. 2010 with a decay towards the trained weights; Krause et al. 2018, Section 4).
+- ``08.decay-rates``: :math:`r_p = \min(\mathrm{MS}_p / \overline{\mathrm{MS}}, 1/\lambda)` with
+  :math:`\overline{\mathrm{MS}}` the mean over parameter tensors of each tensor's mean MS
+  (Krause et al. 2018, Section 5).
+- ``08.cheat``: updating on a segment *before* scoring it lets the model see the answers, so the
+  perplexity it reports is lower than the honest one.
+- ``08.lr-zero``: with :math:`\eta = 0` the weights never leave :math:`\theta_0` (the decay pulls
+  towards where they already are), so dynamic evaluation *is* static evaluation.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import Wrong, exercise
+
+
+def _tensors(seed: int, shapes=((4, 3), (5,), (2, 2))) -> list:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+
+
+@exercise("08.sgd-step", hint="both terms use theta as it was before the step: "
+                              "theta - lr * g + decay * (theta_0 - theta).")
+def check_sgd_step(answer) -> str:
+    theta, g, theta_0 = _tensors(0, [(6,)]) + _tensors(1, [(6,)]) + _tensors(2, [(6,)])
+    lr, decay = 0.3, 0.2
+    given = theta.clone()
+    got = answer(given, g.clone(), theta_0.clone(), lr, decay)
+    if not isinstance(got, torch.Tensor) or got.shape != theta.shape:
+        raise Wrong("return the new theta, a tensor of the same shape as theta.")
+    want = theta - lr * g + decay * (theta_0 - theta)
+    if torch.allclose(got, want, rtol=0, atol=1e-12):
+        if not torch.equal(given, theta):
+            raise Wrong("the numbers are right, but theta was changed in place: return a new tensor and leave "
+                        "the argument as it was.")
+        return ("a gradient step towards the text just read, and a pull of decay x (theta_0 - theta) back "
+                "towards the trained weights.")
+    late = theta - lr * g
+    if torch.allclose(got, late + decay * (theta_0 - late), rtol=0, atol=1e-12):
+        raise Wrong("the decay was computed from theta after the gradient step; the rule pulls on theta as it "
+                    "was before the step.")
+    if torch.allclose(got, theta - lr * g, rtol=0, atol=1e-12):
+        raise Wrong("that is plain SGD: the decay term decay * (theta_0 - theta) is missing.")
+    if torch.allclose(got, theta + lr * g + decay * (theta_0 - theta), rtol=0, atol=1e-12):
+        raise Wrong("the step goes up the gradient: subtract lr * g to lower the loss.")
+    raise Wrong("the new theta differs from theta - lr * g + decay * (theta_0 - theta).")
+
+
+@exercise("08.decay-rates", hint="divide each MS by ONE number, the mean over the tensors of each tensor's "
+                                 "mean MS, then clamp at 1 / decay.")
+def check_decay_rates(answer) -> str:
+    ms = [t.abs() for t in _tensors(3)]
+    ms[0][0, 0] = 40.0  # one large gradient, so that the clip matters
+    decay = 0.2
+    got = answer(ms, decay)
+    if not isinstance(got, (list, tuple)) or len(got) != len(ms):
+        raise Wrong(f"return a list with one tensor of rates per MS tensor ({len(ms)} here).")
+    mean = sum(float(m.mean()) for m in ms) / len(ms)
+    want = [torch.clamp(m / mean, max=1 / decay) for m in ms]
+    if all(torch.allclose(a, b, rtol=1e-9, atol=1e-12) for a, b in zip(got, want)):
+        return ("rates average about one, tensors with larger training gradients are pulled back harder, "
+                "and decay x rate never exceeds one, so the pull never overshoots theta_0.")
+    total = sum(float(m.mean()) for m in ms)
+    if all(torch.allclose(a, torch.clamp(m / total, max=1 / decay), rtol=1e-9) for a, m in zip(got, ms)):
+        raise Wrong("that divides by the SUM over tensors of the mean MS (the first version of the reference code); "
+                    "divide by their mean, so that the rates average about one.")
+    if all(torch.allclose(a, m / mean, rtol=1e-9) for a, m in zip(got, ms)):
+        raise Wrong("the rates are not clipped: a rate above 1 / decay would make decay x rate > 1 and overshoot "
+                    "theta_0.")
+    if all(torch.allclose(a, torch.clamp(m / m.mean(), max=1 / decay), rtol=1e-9) for a, m in zip(got, ms)):
+        raise Wrong("each tensor was divided by its own mean; divide every tensor by one shared number, the mean "
+                    "over tensors of each tensor's mean MS.")
+    raise Wrong("the rates differ from min(MS / mean over tensors of mean(MS), 1 / decay).")
+
+
+@exercise("08.cheat", hint="an update on a segment has seen that segment's words; would predicting them "
+                           "afterwards be easier or harder?")
+def check_cheat(answer) -> str:
+    choice = str(answer).strip().lower()
+    if choice not in ("lower", "higher", "same"):
+        raise Wrong("answer 'lower', 'higher' or 'same'.")
+    if choice != "lower":
+        raise Wrong("the update on a segment moves the weights towards exactly the words about to be scored, "
+                    "so scoring after it makes them more probable, not less.")
+    return ("lower, and wrongly so: the model has seen the answers. Recording each prediction before the update "
+            "is what makes dynamic evaluation an honest measurement.")
+
+
+@exercise("08.lr-zero", hint="with lr = 0, where does theta start, and where does the decay pull it?")
+def check_lr_zero(answer) -> str:
+    choice = str(answer).strip().lower()
+    if choice not in ("static", "dynamic", "oracle"):
+        raise Wrong("answer 'static', 'dynamic' or 'oracle'.")
+    if choice != "static":
+        raise Wrong("with lr = 0 there is no gradient step, and the decay pulls theta towards theta_0, where it "
+                    "already is: the weights never move.")
+    return "the weights stay at theta_0 at every segment, so every prediction is the static model's."

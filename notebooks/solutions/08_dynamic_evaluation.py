@@ -1,0 +1,55 @@
+"""Reference answers to the exercises of lesson 08 (dynamic evaluation), and wrong answers their checks reject."""
+import torch
+
+
+# 08.sgd-step
+def sgd_step(theta, g, theta_0, lr, decay):
+    return theta - lr * g + decay * (theta_0 - theta)   # both terms read theta before the step
+
+
+# 08.decay-rates
+def rms_decay_rates(ms, decay):
+    mean_ms = sum(m.mean() for m in ms) / len(ms)       # one number: the mean over tensors of each mean
+    return [torch.clamp(m / mean_ms, max=1 / decay) for m in ms]
+
+
+# 08.cheat
+cheat_prediction = "lower"     # the update has seen the words it is then asked to predict
+
+
+# 08.lr-zero
+lr_zero_equals = "static"      # no step, and the decay pulls towards theta_0, where theta already is
+
+
+def _decay_after_step(theta, g, theta_0, lr, decay):
+    theta = theta - lr * g
+    return theta + decay * (theta_0 - theta)
+
+
+def _in_place(theta, g, theta_0, lr, decay):
+    theta += decay * (theta_0 - theta) - lr * g
+    return theta
+
+
+def _summed(ms, decay):                                 # the first code version's normaliser
+    total = sum(m.mean() for m in ms)
+    return [torch.clamp(m / total, max=1 / decay) for m in ms]
+
+
+def _unclipped(ms, decay):
+    mean_ms = sum(m.mean() for m in ms) / len(ms)
+    return [m / mean_ms for m in ms]
+
+
+ANSWERS = {
+    "08.sgd-step": sgd_step,
+    "08.decay-rates": rms_decay_rates,
+    "08.cheat": cheat_prediction,
+    "08.lr-zero": lr_zero_equals,
+}
+WRONG = {
+    "08.sgd-step": [_decay_after_step, _in_place, lambda theta, g, theta_0, lr, decay: theta - lr * g],
+    "08.decay-rates": [_summed, _unclipped],
+    "08.cheat": ["higher", "same"],
+    "08.lr-zero": ["dynamic", "oracle"],
+}
