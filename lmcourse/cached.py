@@ -18,12 +18,14 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from . import config
 from .checkpoint import load_checkpoint, save_checkpoint
+from .errors import CheckpointError
 
 __all__ = ["CachedRun", "train_or_load", "run_path"]
 
@@ -60,7 +62,12 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
     """Load the finished run ``name`` trained with ``settings``, or train it with ``train_fn`` and store it."""
     path = run_path(name, settings)
     if _wanted(retrain) and path.is_file():
-        model, info = load_checkpoint(path, vocab=vocab)
+        try:
+            model, info = load_checkpoint(path, vocab=vocab)
+        except CheckpointError as err:  # damaged, or made with another vocabulary: train again
+            warnings.warn(f"The stored run '{name}' cannot be used ({err}); training it again.", RuntimeWarning,
+                          stacklevel=2)
+            model, info = None, {"extra": {}}
         extra = info["extra"]
         if extra.get("complete"):
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(extra.get("saved_at", path.stat().st_mtime)))

@@ -56,3 +56,14 @@ def test_bad_name_is_one_sentence():
     import pytest
     with pytest.raises(ValueError, match="plain file name"):
         cached.run_path("../x", {})
+
+
+def test_a_damaged_stored_run_is_trained_again(monkeypatch, tmp_path):
+    import pytest
+    _setup(monkeypatch, tmp_path)
+    vocab, calls = Vocab(["<eos>", "a"]), []
+    first = cached.train_or_load("hurt", {}, _trainer(calls, vocab), vocab)
+    first.path.write_bytes(b"not a checkpoint")
+    with pytest.warns(RuntimeWarning, match="cannot be used"):
+        again = cached.train_or_load("hurt", {}, _trainer(calls, vocab), vocab)
+    assert len(calls) == 2 and not again.loaded
