@@ -191,3 +191,14 @@ def test_a_run_on_cuda_resumes_with_its_cuda_random_states(tmp_path):
     assert history.column("valid_loss") == pytest.approx(h_ref.column("valid_loss"), abs=1e-4)
     for k, v in weights(m_ref).items():  # GPU kernels may sum in another order: close, not always identical
         torch.testing.assert_close(weights(m)[k], v, rtol=0, atol=1e-4)
+
+
+def test_resuming_with_another_number_of_processes_warns_and_continues(tmp_path):
+    run(tmp_path, epochs=1)
+    path = RunDir(tmp_path).file("last.pt")
+    state = torch.load(path, weights_only=True)
+    state["rng"] = state["rng"] * 2  # as if two processes had saved it
+    torch.save(state, path)
+    with pytest.warns(RuntimeWarning, match=r"saved by 2 processes and resumes with 1: it continues, but not bit"):
+        _, history = run(tmp_path, resume=True, epochs=2)
+    assert history.stop_reason == "completed" and history.column("epoch") == [1, 2]
