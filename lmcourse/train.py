@@ -12,6 +12,9 @@ Gradients are clipped to norm ``clip``; SGD updates :math:`\theta \leftarrow \th
 
 - Plain SGD divides :math:`\eta` by ``lr_decay`` whenever the validation loss does not improve
   (pytorch/examples ``word_language_model``).
+  With ``decay_after = k`` it follows a fixed schedule instead, dividing after every epoch from
+  epoch k on (Zaremba et al. 2014, Section 4.1).
+- ``stop_nonmono`` ends the run on NT-ASGD's trigger (finetuning in the awd-lstm-lm code).
 - NT-ASGD (Merity et al. 2018, Section 3) runs SGD until the validation loss of the epoch is worse
   than the best of all epochs *before the last* ``nonmono`` ones (:func:`~lmcourse.optim.should_switch_to_asgd`),
   then switches to averaged SGD and from then on evaluates and saves the averaged weights
@@ -201,6 +204,7 @@ class Trainer:
         first = "sgd" if cfg.optimizer == "ntasgd" else cfg.optimizer
         self.optimizer = make_optimizer(first, self.params, cfg.lr, cfg.weight_decay)
         self.stop, self._val_losses, self.history, self.epoch = False, [], History(), 0
+        self._stop_reason = None
         self._limit = math.log(self.model.config.vocab_size) + DIVERGENCE_MARGIN
         self._start, self._elapsed = time.perf_counter(), 0.0
         return saved
@@ -268,7 +272,7 @@ class Trainer:
             if self.parallel:
                 self.stop = bool(distributed.all_max(torch.tensor(float(self.stop))))
             if self.stop:
-                return "callback"
+                return self._stop_reason or "callback"
         return "completed"
 
     def _finish(self, reason: str, quiet: bool = False) -> None:
@@ -333,13 +337,18 @@ class Trainer:
         self.history.best = row
 
     def _after_validation(self, valid_loss: float, improved: bool) -> None:
-        """NT-ASGD's switch, or SGD's / Adam's decay when validation did not improve."""
+        """NT-ASGD's switch, or SGD's / Adam's decay (when validation did not improve, or on the fixed
+        schedule of ``decay_after``); the non-monotone stop of ``stop_nonmono``."""
         cfg = self.config
+        if cfg.stop_nonmono and should_switch_to_asgd(self._val_losses, valid_loss, cfg.nonmono):
+            self.stop, self._stop_reason = True, "non-monotone"
         if cfg.optimizer == "ntasgd" and self.optimizer_name == "sgd":
             if should_switch_to_asgd(self._val_losses, valid_loss, cfg.nonmono):
                 self.optimizer = make_optimizer("asgd", self.params, self.lr, cfg.weight_decay)
-        elif cfg.optimizer in ("sgd", "adam") and cfg.lr_decay != 1 and not improved:
-            set_lr(self.optimizer, self.lr / cfg.lr_decay)
+        elif cfg.optimizer in ("sgd", "adam") and cfg.lr_decay != 1:
+            scheduled = cfg.decay_after is not None and self.epoch >= cfg.decay_after
+            if scheduled or (cfg.decay_after is None and not improved):
+                set_lr(self.optimizer, self.lr / cfg.lr_decay)
         self._val_losses.append(valid_loss)
 
     def _diverged(self, what: str) -> None:

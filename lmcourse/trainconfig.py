@@ -39,6 +39,11 @@ class TrainConfig:
     it), ``ntasgd`` (SGD, then averaged SGD once validation stalls for ``nonmono`` epochs), ``asgd``
     (averaging from the first step) or ``adam`` (decays like ``sgd``). ``clip``: the gradient-norm
     bound (0 or None: none). ``alpha``, ``beta``: AR and TAR weights (AWD-LSTM uses 2 and 1).
+    ``decay_after``: a fixed schedule instead: after every epoch from this one on, divide the rate
+    by ``lr_decay`` whatever validation says (Zaremba et al. 2014, Section 4.1: after 6 epochs, by
+    1.2 after each epoch). ``stop_nonmono``: end the run as soon as the validation loss is worse than
+    the best of the epochs before the last ``nonmono`` ones, NT-ASGD's trigger used as a stopping
+    rule (stop_reason ``'non-monotone'``; the awd-lstm-lm code's ``finetune.py``).
     ``variable_bptt``: AWD-LSTM's random window lengths; ``max_seq_len_delta``: cap them at
     ``bptt + delta`` (None: no cap). ``small_batch_size``: read the batch in sub-batches of at most
     this many columns per process, accumulating the gradient (None: all at once).
@@ -69,16 +74,20 @@ class TrainConfig:
     small_batch_size: Optional[int] = None
     max_seq_len_delta: Optional[int] = None
     out_dir: Optional[str] = None
+    decay_after: Optional[int] = None
+    stop_nonmono: bool = False
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "eval_batch_size", "bptt", "nonmono"):
             _positive_int(getattr(self, name), name)
-        for name in ("max_batches", "small_batch_size"):
+        for name in ("max_batches", "small_batch_size", "decay_after"):
             _positive_int(getattr(self, name), name, allow_none=True)
         if self.clip is None:
             self.clip = 0.0  # no clipping
         for name in ("lr", "clip", "weight_decay", "alpha", "beta"):
             _non_negative(getattr(self, name), name)
+        if not isinstance(self.stop_nonmono, bool):
+            raise ValueError(f"TrainConfig.stop_nonmono must be True or False, got {self.stop_nonmono!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"TrainConfig.optimizer={self.optimizer!r} is unknown: "
                              f"use one of {', '.join(OPTIMIZERS)}.")
