@@ -1,0 +1,387 @@
+r"""The reproduction path: ``train`` a paper's recipe, ``evaluate`` what it trained.
+
+::
+
+    python -m lmcourse train --preset awd-lstm-ptb [--data ptb] [--scale gpu] [--out DIR] [--resume]
+                             [--set key=value ...] [--from RUN_DIR] [--quiet]
+    python -m lmcourse evaluate RUN_DIR_OR_CHECKPOINT [--data ...] [--cache] [--dyneval] [--tune-on valid]
+    torchrun --nproc_per_node=8 -m lmcourse train --preset awd-lstm-ptb      # data-parallel, one GPU each
+
+``train`` builds the preset's settings (:mod:`lmcourse.presets`: the recipe, shrunk for ``--scale``,
+then ``--set``), trains with :class:`lmcourse.train.Trainer` into a run directory
+(:mod:`lmcourse.rundir`: config, history, best and last state with the optimizer's averages and
+every random state, the curves) plus ``preset.json`` (the preset, scale, corpus and every setting),
+then scores the best weights on valid and test. ``--resume`` continues the run exactly where its
+last finished epoch left it. A finetuning preset starts from the best weights of the run it
+continues (``--from``, by default that preset's own default folder).
+
+``evaluate`` scores a run's best weights (or a checkpoint) on valid and test, alone and with the
+neural cache (Grave et al. 2017) and/or dynamic evaluation (Krause et al. 2018) on top. Their
+settings are the papers' for the preset (:data:`lmcourse.presets.Preset.evaluation`), the packages'
+defaults without one, or tuned on the validation text with ``--tune-on valid``.
+
+Each command prints a progress bar and one line per epoch, and its last line is JSON:
+``{"valid_ppl": ..., "test_ppl": ..., "seconds": ..., ...}``. Perplexities here score each split as
+one stream (batch size 1), the way the papers report test perplexity.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from . import distributed, presets
+from .config import dataset as default_dataset, device, scale as default_scale, seed_everything
+from .errors import LMCourseError
+from .live import Callback, ProgressBar
+from .rundir import HISTORY, RunDir, atomic_write_bytes
+
+__all__ = ["add_cli", "run_train", "run_evaluate", "evaluate_model", "default_out", "read_meta", "META",
+           "CACHE_THETAS", "CACHE_LAMS", "TUNE_TOKENS"]
+
+META = "preset.json"
+FORMAT = 1
+CACHE_THETAS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)  # the cache's grid on validation text
+CACHE_LAMS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)
+TUNE_TOKENS = 30_000  # dynamic evaluation's grid reads the first 30k validation tokens (its --gridfast)
+DONE = ("completed", "non-monotone")
+
+
+# ------------------------------------------------------------------------------- the command line
+
+def add_cli(subparsers) -> None:
+    """Add ``train`` and ``evaluate``."""
+    import argparse
+
+    listing = "\n".join("  " + presets.describe(p) for p in presets.PRESETS.values())
+    p = subparsers.add_parser(
+        "train", help="train a paper's recipe (a preset) into a run directory",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train a preset: the paper's recipe at --scale gpu, shrunk in sizes, data and epochs "
+                    "(never in the recipe) at ci and cpu. The last line printed is JSON.",
+        epilog="presets:\n" + listing + "\n\nData-parallel on N GPUs (or CPU processes with gloo): "
+               "torchrun --nproc_per_node=N -m lmcourse train --preset NAME ...")
+    p.add_argument("--preset", required=True, choices=list(presets.PRESETS), metavar="NAME",
+                   help="the recipe (listed below)")
+    p.add_argument("--data", default=None, help="corpus name or folder (default: the preset's corpus)")
+    p.add_argument("--scale", default=None, choices=presets.SCALES,
+                   help="gpu: the paper's recipe; ci, cpu: shrunk (default: $LMCOURSE_SCALE, else gpu with CUDA, "
+                        "else cpu)")
+    p.add_argument("--out", default=None, help="the run directory (default: runs/<preset>-<scale>)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out exactly where it stopped")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any setting, e.g. --set epochs=3 --set dropouti=0.5 (repeatable)")
+    p.add_argument("--from", dest="source", default=None, metavar="RUN_DIR",
+                   help="finetuning presets: the trained run to start from (default: runs/<its preset>-<scale>)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (the per-epoch lines stay)")
+    p.set_defaults(run=run_train)
+
+    e = subparsers.add_parser("evaluate", help="score a trained run on valid and test, with the cache and/or "
+                                               "dynamic evaluation")
+    e.add_argument("target", help="a run directory written by train (its best.pt), or a checkpoint file")
+    e.add_argument("--data", default=None, help="corpus (default: the run's, else $LMCOURSE_DATASET, else embedded)")
+    e.add_argument("--cache", action="store_true", help="add the neural cache (Grave et al. 2017)")
+    e.add_argument("--dyneval", action="store_true", help="add dynamic evaluation (Krause et al. 2018)")
+    e.add_argument("--tune-on", default=None, choices=("valid",),
+                   help="tune theta and lambda (cache) and the rate and decay (dynamic evaluation) on valid")
+    e.set_defaults(run=run_evaluate)
+
+
+# ------------------------------------------------------------------------------- shared pieces
+
+def default_out(preset: presets.Preset, data: str, scale: str) -> Path:
+    """``runs/<preset>-<scale>``, with the corpus's name in it when it is not the preset's own."""
+    if data == preset.data:
+        return Path("runs") / f"{preset.name}-{scale}"
+    label = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(str(data)).name) or "data"
+    return Path("runs") / f"{preset.name}-{label}-{scale}"
+
+
+def read_meta(folder) -> Optional[dict]:
+    """The ``preset.json`` of a run directory, or None when it has none."""
+    path = Path(folder) / META
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise LMCourseError(f"{path} cannot be read as JSON: restore it, or start the run again in a new --out.")
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or "settings" not in meta:
+        raise LMCourseError(f"{path} is not a train command's record: give the run directory train wrote.")
+    return meta
+
+
+def _splits(data: str, settings: dict):
+    """The corpus and its three streams, cut to the recipe's ``*_tokens`` (None: whole)."""
+    from .data import load_corpus
+
+    corpus = load_corpus(data)
+    cut = lambda tokens, n: tokens if n is None else tokens[:n]  # noqa: E731
+    return (corpus, cut(corpus.train, settings.get("train_tokens")), cut(corpus.valid, settings.get("valid_tokens")),
+            cut(corpus.test, settings.get("test_tokens")))
+
+
+def _ppl(model, tokens) -> float:
+    from .lm import perplexity
+
+    return round(perplexity(model, tokens), 3)
+
+
+class EpochLog(Callback):
+    """One line per epoch (when the progress bar, which prints the same line, is off); times epochs."""
+
+    def __init__(self, bar_shown: bool):
+        self.bar_shown, self.seconds, self._t = bar_shown, [], None
+
+    def on_epoch_begin(self, trainer, epoch: int) -> None:
+        self._t = time.perf_counter()
+
+    def on_epoch_end(self, trainer, row: dict) -> None:
+        self.seconds.append(time.perf_counter() - self._t)
+        if not self.bar_shown and distributed.is_main():
+            print(f"epoch {row['epoch']:3d} | train ppl {row['train_ppl']:.2f} | valid ppl {row['valid_ppl']:.2f} | "
+                  f"lr {row['lr']:.4g} | {row['optimizer']} | {self.seconds[-1]:.1f} s", flush=True)
+
+
+# ------------------------------------------------------------------------------- train
+
+def _model(preset, settings: dict, vocab, source: Optional[Path]):
+    """A fresh model for the recipe, or the best weights of ``source`` for a finetuning preset."""
+    from .checkpoint import load_checkpoint
+    from .models import RNNLM
+
+    config = presets.model_config(settings, len(vocab))
+    if preset.finetune_of is None:
+        seed_everything(settings["seed"])
+        model = RNNLM(config)
+        if settings.get("init_all"):
+            r = config.init_range
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.uniform_(-r, r)
+    else:
+        best = source / "best.pt"
+        if not best.is_file():
+            raise LMCourseError(f"{preset.name} continues a trained {preset.finetune_of} run, but {best} does not "
+                                f"exist: train it first (python -m lmcourse train --preset {preset.finetune_of} ...) "
+                                "or point --from at its run directory.")
+        model, _ = load_checkpoint(best, vocab=vocab)
+        trained = model.config.as_dict()
+        wanted = config.as_dict()
+        diff = next((k for k in wanted if wanted[k] != trained[k]), None)
+        if diff:
+            raise LMCourseError(f"The run in {source} has {diff}={trained[diff]!r} but {preset.name} at this scale "
+                                f"has {diff}={wanted[diff]!r}: finetune with the scale and --set values it was "
+                                "trained with.")
+    model.vocab = vocab
+    return model
+
+
+def _check_resume(out: Path, meta_now: dict, resume: bool) -> Optional[dict]:
+    """The saved record when resuming (checked against this command), else make sure ``out`` is free."""
+    run = RunDir(out)
+    if not resume:
+        if run.has_run():
+            raise LMCourseError(f"{out} already holds a run: continue it with --resume, or choose another --out.")
+        return None
+    saved = read_meta(out)
+    if saved is None or not run.has_run():
+        raise LMCourseError(f"There is no run to resume in {out}: train once without --resume, or check --out.")
+    for key in ("preset", "data", "scale"):
+        if saved[key] != meta_now[key]:
+            raise LMCourseError(f"The run in {out} was trained with {key} {saved[key]!r}, not {meta_now[key]!r}: "
+                                "resume with the same command.")
+    then, now = saved["settings"], meta_now["settings"]
+    diff = next((k for k in sorted(set(then) | set(now)) if k != "epochs" and then.get(k) != now.get(k)), None)
+    if diff:
+        raise LMCourseError(f"The run in {out} was trained with {diff}={then.get(diff)!r}, not {now.get(diff)!r}: "
+                            "resume with the same --set values (only epochs may change).")
+    return saved
+
+
+def run_train(args) -> Optional[dict]:
+    """The ``train`` command; returns the JSON's dict on rank 0 (None on the other ranks)."""
+    t0 = time.perf_counter()
+    preset = presets.get(args.preset)
+    scale = args.scale or default_scale()
+    settings = presets.resolve(preset, scale, presets.parse_overrides(args.set))
+    data = args.data or preset.data
+    out = Path(args.out) if args.out else default_out(preset, data, scale)
+    source = None
+    if preset.finetune_of:
+        source = Path(args.source) if args.source else default_out(presets.get(preset.finetune_of), data, scale)
+    meta = {"format": FORMAT, "preset": preset.name, "scale": scale, "data": data, "settings": settings,
+            "overrides": list(args.set), "from": None if source is None else str(source)}
+    presets.model_config(settings, 2), presets.train_config(settings)  # bad values stop here, before any file
+    saved = _check_resume(out, meta, args.resume)
+    distributed.init()  # joins torchrun's process group; nothing outside torchrun
+    main = distributed.is_main()
+    corpus, train, valid, test = _splits(data, settings)
+    model = _model(preset, settings, corpus.vocab, source)
+    finished = saved is not None and _finished(out, settings["epochs"])
+    bar = not args.quiet and main and not finished
+    config = presets.train_config(settings, out_dir=str(out), progress=bar, live_plot=False)
+    if main and saved is None:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(out / META, json.dumps(meta, indent=1).encode())
+    from .train import Trainer
+
+    log = EpochLog(bar_shown=bar)
+    trainer = Trainer(model, train, valid, config, callbacks=[ProgressBar(enabled=bar), log], vocab=corpus.vocab)
+    if main:
+        print(f"{preset.name} at scale {scale} on {corpus.name}: {model.name}, {model.num_parameters():,} parameters, "
+              f"{len(train):,} training tokens, {config.epochs} epochs -> {out}", flush=True)
+    history = _history_of(out) if finished else trainer.fit(resume=bool(args.resume))
+    distributed.shutdown()
+    if not main:
+        return None
+    if finished:
+        from .checkpoint import load_checkpoint
+
+        model, _ = load_checkpoint(out / "best.pt", vocab=corpus.vocab)
+    result = {"preset": preset.name, "scale": scale, "data": corpus.name, "out": str(out),
+              "stop_reason": history.stop_reason, "epochs": len(history.rows),
+              "best_epoch": (history.best or {}).get("epoch"), "params": model.num_parameters(),
+              "valid_ppl": _ppl(model, valid), "test_ppl": _ppl(model, test),
+              "seconds_per_epoch": round(sum(log.seconds) / len(log.seconds), 3) if log.seconds else None,
+              "world_size": config_world(out),
+              "device": str(device()), "seconds": round(time.perf_counter() - t0, 3)}
+    print(json.dumps(result))
+    _raise_if_stopped(history.stop_reason, out)
+    return result
+
+
+def config_world(out: Path) -> int:
+    """The number of processes the run in ``out`` trained with (its config.json), 1 when unknown."""
+    try:
+        return int(RunDir(out).read_config().get("world_size", 1))
+    except ValueError:
+        return 1
+
+
+def _finished(out: Path, epochs: int) -> bool:
+    """True when the run in ``out`` already ended by itself (all epochs, or the non-monotone stop)."""
+    history = _history_of(out)
+    return history.stop_reason == "non-monotone" or (history.stop_reason in DONE and len(history.rows) >= epochs)
+
+
+def _history_of(out: Path):
+    from .trainconfig import History
+
+    try:
+        state = json.loads((out / HISTORY).read_text())
+    except (OSError, ValueError):
+        return History()
+    return History(rows=state.get("rows", []), best=state.get("best"), stop_reason=state.get("stop_reason"),
+                   start=state.get("start"))
+
+
+def _raise_if_stopped(reason: Optional[str], out: Path) -> None:
+    import sys
+
+    if reason == "interrupted":
+        print(f"note: the run in {out} keeps its last finished epoch; continue it with the same command and --resume.",
+              file=sys.stderr)
+        raise KeyboardInterrupt
+    if reason in ("nan", "diverged"):
+        raise LMCourseError(f"Training diverged (stop reason {reason!r}); the best weights so far are in {out}: "
+                            "lower the rate with --set lr=... and train again in a new --out.")
+
+
+# ------------------------------------------------------------------------------- evaluate
+
+def _dyneval_settings(evaluation: dict, stats) -> tuple[dict, str]:
+    """The papers' dynamic-evaluation settings (converted from their old scaling), else the code's defaults."""
+    from .dyneval import DEFAULTS, PAPER_SETTINGS, from_old_hyperparameters
+
+    paper = evaluation.get("dyneval")
+    if paper:
+        settings = from_old_hyperparameters(**PAPER_SETTINGS[paper["paper"]], n_segments=stats.n_segments,
+                                            n_tensors=len(stats))
+        return settings, paper["source"]
+    return dict(DEFAULTS), "dynamic-evaluation code defaults"
+
+
+def evaluate_model(model, train, valid, test, cache: bool = False, dyneval: bool = False, tune: bool = False,
+                   evaluation: Optional[dict] = None, progress: Optional[bool] = None) -> dict:
+    r"""Valid and test perplexity of ``model`` alone and with the chosen wrappers; returns a dict.
+
+    Dynamic evaluation (``rms``, segments of 5; Krause et al. 2018) needs the RMS gradients of the
+    training text ``train``; the cache (linear interpolation, Grave et al. 2017) wraps the model, or
+    the dynamically evaluated model when both are asked for. Settings: ``tune`` searches the
+    validation text (dynamic evaluation: the reference code's grid on its first :data:`TUNE_TOKENS`
+    tokens; the cache: :data:`CACHE_THETAS` x :data:`CACHE_LAMS`), else ``evaluation`` (a preset's
+    paper settings), else the packages' defaults. Test text is never used to choose anything.
+    """
+    from .cache import NeuralCache
+    from .cache_tuning import collect, grid_search as cache_grid
+    from .dyneval import DynamicEval, gradient_stats, grid_search as dyneval_grid, paper_grid
+
+    evaluation = evaluation or {}
+    out = {"base_valid_ppl": _ppl(model, valid), "base_test_ppl": _ppl(model, test)}
+    scorer = model
+    if dyneval:
+        columns = max(1, min(100, len(train) // 50))  # the reference code's 100 streams, fewer on tiny text
+        stats = gradient_stats(model, train, batch_size=columns, bptt=5, progress=progress)
+        if tune:
+            lrs, decays = paper_grid(5)
+            best = dyneval_grid(model, valid[:TUNE_TOKENS], lrs, decays, stats=stats, bptt=5, progress=progress).best
+            settings, source = dict(lr=best["lr"], decay=best["decay"], eps=_dyneval_settings({}, stats)[0]["eps"]), \
+                "tuned on valid"
+        else:
+            settings, source = _dyneval_settings(evaluation, stats)
+        scorer = DynamicEval(model, "rms", bptt=5, stats=stats, **settings)
+        out["dyneval"] = {**{k: float(f"{v:.6g}") for k, v in settings.items()}, "bptt": 5, "source": source}
+    if cache:
+        paper = evaluation.get("cache") or {}
+        window = paper.get("window", 2000)
+        if tune:
+            theta, lam, _ = cache_grid(collect(scorer, valid, progress), CACHE_THETAS, CACHE_LAMS, window=window,
+                                       progress=progress).best
+            source = "tuned on valid"
+        else:
+            theta, lam = paper.get("theta", 1.0), paper.get("lam", 0.1)
+            source = paper.get("source", "the neural cache's defaults")
+        scorer = NeuralCache(scorer, theta=theta, lam=lam, window=window)
+        out["cache"] = {"theta": theta, "lam": lam, "window": window, "source": source}
+    if scorer is model:
+        out["valid_ppl"], out["test_ppl"] = out["base_valid_ppl"], out["base_test_ppl"]
+    else:
+        out["valid_ppl"], out["test_ppl"] = _ppl(scorer, valid), _ppl(scorer, test)
+    return out
+
+
+def run_evaluate(args) -> dict:
+    """The ``evaluate`` command; returns the JSON's dict."""
+    from .checkpoint import load_checkpoint
+    from .errors import MissingFileError
+
+    t0 = time.perf_counter()
+    target = Path(args.target)
+    if not target.exists():
+        raise MissingFileError(f"{target} does not exist: give a run directory written by train, or a checkpoint file.")
+    meta = read_meta(target) if target.is_dir() else None
+    path = target / "best.pt" if target.is_dir() else target
+    if not path.is_file():
+        raise MissingFileError(f"{target} holds no best.pt yet: let the run finish an epoch, or give a checkpoint file.")
+    data = args.data or (meta["data"] if meta else default_dataset())
+    settings = meta["settings"] if meta and data == meta["data"] else {}
+    corpus, train, valid, test = _splits(data, settings)
+    model, info = load_checkpoint(path, vocab=corpus.vocab)
+    model.vocab = corpus.vocab
+    evaluation = presets.get(meta["preset"]).evaluation if meta and data == meta["data"] else {}
+    scores = evaluate_model(model, train, valid, test, cache=args.cache, dyneval=args.dyneval,
+                            tune=args.tune_on == "valid", evaluation=evaluation)
+    wrappers = [w for w, on in (("dyneval", args.dyneval), ("cache", args.cache)) if on]
+    result = {"model": str(path), "preset": meta["preset"] if meta else None, "data": corpus.name,
+              "wrappers": wrappers, **scores, "params": model.num_parameters(),
+              "seconds": round(time.perf_counter() - t0, 3)}
+    label = " + ".join([model.name] + wrappers)
+    print(f"{label} on {corpus.name}: valid ppl {result['valid_ppl']:.2f}, test ppl {result['test_ppl']:.2f} "
+          f"(alone {result['base_valid_ppl']:.2f} / {result['base_test_ppl']:.2f})")
+    print(json.dumps(result))
+    return result
