@@ -30,5 +30,17 @@ notebooks: $(STAMP)
 bench: $(STAMP)
 	LMCOURSE_DATA=$${LMCOURSE_DATA:-../shared/data} $(BIN)/python benchmarks/run_all.py
 
+# The lessons in a real browser: JupyterLab in headless Chromium (the system's; see the README).
+BROWSER_STAMP := $(VENV)/.installed-browser
+.PHONY: test-browser
+
+$(BROWSER_STAMP): $(STAMP) requirements-browser.lock
+	$(BIN)/python -m pip install --quiet -r requirements-browser.lock
+	touch $(BROWSER_STAMP)
+
+test-browser: $(BROWSER_STAMP)
+	@$(BIN)/python tests_browser/find_chromium.py >/dev/null
+	LMCOURSE_SCALE=ci $(BIN)/python -m pytest tests_browser -q
+
 clean-venv:
 	rm -rf $(VENV)
