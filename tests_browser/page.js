@@ -57,14 +57,19 @@
     }).filter((c) => c !== null);
   },
 
-  // The sliders, in page order: the cell each is in, its label and its value.
+  // The sliders, in page order: the cell each is in, its label and its value. The value is read from
+  // the readout (the slider's own number format) when shown: aria-valuenow is rounded to one decimal.
   sliders() {
-    return this.cells().flatMap((c, i) => [...c.querySelectorAll(".widget-slider [role=slider]")].map((h) => ({
-      cell: i,
-      label: ((h.closest(".widget-slider") || c).querySelector(".widget-label") || {}).textContent || "",
-      value: h.getAttribute("aria-valuenow"),
-      max: h.getAttribute("aria-valuemax"),
-    })));
+    return this.cells().flatMap((c, i) => [...c.querySelectorAll(".widget-slider [role=slider]")].map((h) => {
+      const box = h.closest(".widget-slider") || c;
+      const readout = box.querySelector(".widget-readout");
+      return {
+        cell: i,
+        label: (box.querySelector(".widget-label") || {}).textContent || "",
+        value: (readout && readout.textContent.trim()) || h.getAttribute("aria-valuenow"),
+        atMax: h.getAttribute("aria-valuenow") === h.getAttribute("aria-valuemax"),
+      };
+    }));
   },
 
   sliderHandle(k) {

@@ -8,7 +8,7 @@ What counts as a problem (each reported as one line naming the lesson and the ce
   matplotlib figure shown as its text, ``<Figure size 640x480 with 1 Axes>``, instead of a picture;
 - a widget that does not render as one: "Error displaying widget", still "Loading widget...", a
   widget's repr as raw text (``interactive(...``, ``FloatSlider(...``), or tqdm's "IProgress not found";
-- a slider that does not move with the arrow key, or whose move changes no output.
+- a slider that moves neither with the arrow key nor by dragging, or whose move changes no output.
 """
 import json
 import os
@@ -46,8 +46,9 @@ def output_problems(out: dict) -> list[str]:
         found.append(f"a matplotlib figure shown as text, not drawn: {_line(text, FIGURE_AS_TEXT)}")
     if mime in ("text/plain", "application/vnd.jupyter.stdout") and WIDGET_AS_TEXT.search(text):
         found.append(f"a widget shown as raw text, not rendered: {_line(text, WIDGET_AS_TEXT)[:80]}")
-    if mime == "widget" and ("Error displaying widget" in text or not out["rendered"]):
-        found.append(f"a widget that did not render: {text.strip()[:120] or 'an empty widget area'}")
+    # An empty, unrendered area is a widget closed on purpose (a finished tqdm bar with leave=False).
+    if mime == "widget" and ("Error displaying widget" in text or not out["rendered"] and text.strip()):
+        found.append(f"a widget that did not render: {text.strip()[:120]}")
     return found
 
 
@@ -181,16 +182,21 @@ class Student:
         return cells
 
     def move_sliders(self) -> None:
-        """Moves each slider one step with the keyboard and waits for some output to change."""
+        """Moves each slider one step (arrow key, else a drag) and waits for some output to change."""
         for k, s in enumerate(self.js("sliders()")[:MAX_SLIDERS]):
             name = f"{self.where(s['cell'])}: slider {s['label'].strip() or k + 1!r}"
-            before, key = self.js("signature()"), "ArrowLeft" if s["value"] == s["max"] else "ArrowRight"
-            handle = self.page.evaluate_handle(f"window.__lesson.sliderHandle({k})").as_element()
-            handle.focus()
-            self.page.keyboard.press(key)
-            moved = self.js("sliders()")[k]["value"]
+            before, moved, how = self.js("signature()"), s["value"], ""
+            for how in ("keyboard", "mouse"):
+                self.nudge(k, left=s["atMax"], how=how)
+                for _ in range(8):
+                    moved = self.js("sliders()")[k]["value"]
+                    if moved != s["value"]:
+                        break
+                    time.sleep(0.25)
+                if moved != s["value"]:
+                    break
             if moved == s["value"]:
-                self.visit.problems.append(f"{name} did not move when {key} was pressed on it.")
+                self.visit.problems.append(f"{name} moved neither with the arrow key nor by dragging it.")
                 continue
             t0, deadline = time.monotonic(), time.monotonic() + self.slider_timeout
             while time.monotonic() < deadline and self.js("signature()") == before:
@@ -200,8 +206,23 @@ class Student:
                 self.visit.problems.append(f"{name}: moving it from {s['value']} to {moved} changed no output "
                                            f"within {self.slider_timeout:.0f} s.")
                 continue
-            self.visit.sliders.append(f"slider {s['label'].strip()!r} {s['value']}->{moved} outputs settled in "
+            self.visit.sliders.append(f"slider {s['label'].strip()!r} {s['value']}->{moved} ({how}), settled in "
                                       f"{time.monotonic() - t0:.1f} s")
+
+    def nudge(self, k: int, left: bool, how: str) -> None:
+        """One arrow key press on slider ``k``'s handle, or a 40-pixel drag of it."""
+        handle = self.page.evaluate_handle(f"window.__lesson.sliderHandle({k})").as_element()
+        if how == "keyboard":
+            handle.focus()
+            self.page.keyboard.press("ArrowLeft" if left else "ArrowRight")
+            return
+        handle.scroll_into_view_if_needed()
+        box = handle.bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        self.page.mouse.move(x, y)
+        self.page.mouse.down()
+        self.page.mouse.move(x - 40 if left else x + 40, y, steps=5)
+        self.page.mouse.up()
 
     def settled_signature(self, timeout: float = 120.0) -> str:
         """The outputs' signature once the kernel is idle and nothing has changed for a second."""
