@@ -199,24 +199,26 @@ class Step(NamedTuple):
     """
 
     scale: object  # s, a tensor or a number
-    keep: object  # 1 - rho, a tensor or a number
-    anchor: Optional[torch.Tensor]  # rho * theta_0; None when rho = 0
+    rho: object  # the decay, a tensor or a number; None when it is 0
+    theta_0: torch.Tensor  # the trained value, read only
 
 
 def make_step(theta_0: torch.Tensor, scale, rho) -> Step:
     """The :class:`Step` of a parameter with trained value ``theta_0``, step scale ``s`` and decay ``rho``."""
     if not isinstance(rho, torch.Tensor) and rho == 0:
-        return Step(scale, 1.0, None)
-    return Step(scale, 1.0 - rho, theta_0 * rho)
+        rho = None
+    return Step(scale, rho, theta_0)
 
 
 def update_(theta: torch.Tensor, g: torch.Tensor, step: Step) -> None:
-    r"""In place: :math:`\theta \leftarrow \theta - s \odot g + \rho \odot (\theta_0 - \theta)`,
-    computed as :math:`(1 - \rho) \odot \theta + \rho \odot \theta_0 - s \odot g`: three passes over
-    :math:`\theta`, no temporary tensor (the decay uses :math:`\theta` before the step, as the formula says).
+    r"""In place: :math:`\theta \leftarrow \theta - s \odot g + \rho \odot (\theta_0 - \theta)`.
+
+    Two passes over :math:`\theta` and no temporary tensor: first the pull
+    :math:`\theta + \rho \odot (\theta_0 - \theta)` (``lerp_``), which reads :math:`\theta` before
+    the step as the formula says, then :math:`- s \odot g`.
     """
-    if step.anchor is not None:
-        theta.mul_(step.keep).add_(step.anchor)
+    if step.rho is not None:
+        theta.lerp_(step.theta_0, step.rho)
     if isinstance(step.scale, torch.Tensor):
         theta.addcmul_(g, step.scale, value=-1.0)
     elif step.scale != 0:
