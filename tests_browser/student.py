@@ -4,8 +4,9 @@ What counts as a problem (each reported as one line naming the lesson and the ce
 
 - a code cell that never ran (no execution count once the kernel is idle), or a kernel dialog;
 - an error output, or a traceback written to stderr (warnings on stderr are fine);
-- an image output the browser could not draw (not loaded, or ``naturalWidth == 0``), and a
-  matplotlib figure shown as its text, ``<Figure size 640x480 with 1 Axes>``, instead of a picture;
+- an image output the browser could not draw (not loaded, or ``naturalWidth == 0``), a matplotlib
+  figure shown as its text, ``<Figure size 640x480 with 1 Axes>``, instead of a picture, and a
+  lesson whose code plots but whose page shows no image (a backend that is not the inline one);
 - a widget that does not render as one: "Error displaying widget", still "Loading widget...", a
   widget's repr as raw text (``interactive(...``, ``FloatSlider(...``), or tqdm's "IProgress not found";
 - a slider that moves neither with the arrow key nor by dragging, or whose move changes no output.
@@ -91,7 +92,9 @@ class Student:
         self.page, self.lab, self.notebook = page, lab, Path(notebook)
         self.timeout, self.slider_timeout = timeout, slider_timeout
         self.relpath = self.notebook.relative_to(lab.root).as_posix()
-        self.sources = ["".join(c["source"]) for c in json.loads(self.notebook.read_text())["cells"]]
+        cells = json.loads(self.notebook.read_text())["cells"]
+        self.sources = ["".join(c["source"]) for c in cells]
+        self.code = [src for src, c in zip(self.sources, cells) if c["cell_type"] == "code"]
         self.visit = Visit(self.notebook.stem)
 
     # ------------------------------------------------------------------ naming cells in messages
@@ -174,6 +177,9 @@ class Student:
             self.visit.problems += [f"{self.where(c['index'], c['prompt'])}: {p}" for p in cell_problems(c)]
             self.visit.images += sum(1 for img in c["imgs"] if img["width"] > 0)
             self.visit.widgets += sum(1 for o in c["outputs"] if o["mime"] == "widget" and not o["nested"])
+        plots = any(re.search(r"\bplt\.|matplotlib", src) for src in self.code)
+        if plots and self.visit.images == 0 and not self.visit.problems:
+            self.visit.problems.append(f"{self.visit.lesson}: the code uses matplotlib but the page shows no image.")
         unrun = never_ran(cells)
         if unrun:
             why = " (Run All stops at the first error)" if self.visit.problems else ""

@@ -110,3 +110,10 @@ def test_a_slider_that_changes_nothing_is_caught(page, lab):
     v = visit(page, lab, "zz_inert.ipynb", [SLIDER, inert], slider_timeout=5)
     assert len(v.problems) == 1 and "'inert'" in v.problems[0] and "changed no output" in v.problems[0], v.problems
     assert len(v.sliders) == 1 and "'k' 3->4 (keyboard)" in v.sliders[0], v.sliders
+
+
+def test_figures_that_never_appear_are_caught(page, lab):
+    """Under a backend other than the inline one, plt.show() draws nothing and says nothing."""
+    v = visit(page, lab, "zz_agg.ipynb", ["import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+                                          "plt.plot([1, 2]); plt.show()"])
+    assert len(v.problems) == 1 and "shows no image" in v.problems[0], v.problems
