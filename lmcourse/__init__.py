@@ -4,10 +4,17 @@ Importing the package first sets a passive OpenMP wait policy. On a small machin
 default spinning worker threads slow down many-fold whenever another process (a Jupyter
 server, a second test) holds a core; waiting passively avoids that. It only takes effect when
 lmcourse is imported before torch, which is what every notebook does.
+
+It also fixes glibc's mmap threshold (:mod:`lmcourse.memory`), so that training on the CPU does not
+grow the heap by one logits buffer per batch.
 """
 import os as _os
 
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from .memory import limit_heap_growth as _limit_heap_growth  # noqa: E402
+
+_limit_heap_growth()
 
 from . import config as _config  # noqa: E402
 from .config import DATASET, device, seed_everything  # noqa: E402
