@@ -90,14 +90,16 @@ def check_writable(path) -> Path:
     return path
 
 
-def atomic_save(obj, path) -> Path:
-    """``torch.save(obj, path)`` through a temporary file and ``os.replace``."""
-    path = _check_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def atomic_write(path, write) -> Path:
+    """Call ``write(f)`` on a temporary file beside ``path``, flush it to disk, then ``os.replace``.
+
+    A crash or Ctrl-C at any moment leaves either the old file or the new one, never half of one.
+    """
+    path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -106,6 +108,13 @@ def atomic_save(obj, path) -> Path:
             os.remove(tmp)
         raise
     return path
+
+
+def atomic_save(obj, path) -> Path:
+    """``torch.save(obj, path)`` through :func:`atomic_write`."""
+    path = _check_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def save_checkpoint(path, model: RNNLM, vocab: Optional[Vocab] = None, history=None, extra=None) -> Path:

@@ -29,7 +29,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .checkpoint import atomic_save, vocab_mismatch
+from .checkpoint import atomic_save, atomic_write, vocab_mismatch
 
 FORMAT = 1
 KIND = "lmcourse-run"
@@ -42,19 +42,7 @@ __all__ = ["RunDir", "check_writable_file", "check_writable_dir", "capture_rng",
 
 def atomic_write_bytes(path, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+    return atomic_write(path, lambda f: f.write(data))
 
 
 def _probe(folder: Path) -> Optional[str]:
