@@ -203,38 +203,45 @@ def _check_resume(out: Path, meta_now: dict, resume: bool) -> Optional[dict]:
     return saved
 
 
-def run_train(args) -> Optional[dict]:
-    """The ``train`` command; returns the JSON's dict on rank 0 (None on the other ranks)."""
-    t0 = time.perf_counter()
+def _plan(args) -> dict:
+    """Everything the command line decides before any file is read: preset, scale, settings, folders."""
     preset = presets.get(args.preset)
     scale = args.scale or default_scale()
     settings = presets.resolve(preset, scale, presets.parse_overrides(args.set))
+    presets.model_config(settings, 2), presets.train_config(settings)  # bad values stop here, before any file
     data = args.data or preset.data
-    out = Path(args.out) if args.out else default_out(preset, data, scale)
     source = None
     if preset.finetune_of:
         source = Path(args.source) if args.source else default_out(presets.get(preset.finetune_of), data, scale)
-    meta = {"format": FORMAT, "preset": preset.name, "scale": scale, "data": data, "settings": settings,
-            "overrides": list(args.set), "from": None if source is None else str(source)}
-    presets.model_config(settings, 2), presets.train_config(settings)  # bad values stop here, before any file
+    return {"format": FORMAT, "preset": preset.name, "scale": scale, "data": data, "settings": settings,
+            "overrides": list(args.set), "from": None if source is None else str(source),
+            "out": str(Path(args.out) if args.out else default_out(preset, data, scale))}
+
+
+def run_train(args) -> Optional[dict]:
+    """The ``train`` command; returns the JSON's dict on rank 0 (None on the other ranks)."""
+    t0 = time.perf_counter()
+    meta = _plan(args)
+    preset, settings, out = presets.get(meta["preset"]), meta["settings"], Path(meta["out"])
     saved = _check_resume(out, meta, args.resume)
     distributed.init()  # joins torchrun's process group; nothing outside torchrun
     main = distributed.is_main()
-    corpus, train, valid, test = _splits(data, settings)
-    model = _model(preset, settings, corpus.vocab, source)
+    corpus, train, valid, test = _splits(meta["data"], settings)
+    model = _model(preset, settings, corpus.vocab, meta["from"] and Path(meta["from"]))
     finished = saved is not None and _finished(out, settings["epochs"])
     bar = not args.quiet and main and not finished
     config = presets.train_config(settings, out_dir=str(out), progress=bar, live_plot=False)
     if main and saved is None:
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(out / META, json.dumps(meta, indent=1).encode())
+        print(f"{preset.name} at scale {meta['scale']} on {corpus.name}: {model.name}, {model.num_parameters():,} "
+              f"parameters, {len(train):,} training tokens, {config.epochs} epochs -> {out}", flush=True)
+    elif main:
+        print(f"{preset.name}: resuming {out}" + (", which already finished" if finished else ""), flush=True)
     from .train import Trainer
 
     log = EpochLog(bar_shown=bar)
     trainer = Trainer(model, train, valid, config, callbacks=[ProgressBar(enabled=bar), log], vocab=corpus.vocab)
-    if main:
-        print(f"{preset.name} at scale {scale} on {corpus.name}: {model.name}, {model.num_parameters():,} parameters, "
-              f"{len(train):,} training tokens, {config.epochs} epochs -> {out}", flush=True)
     history = _history_of(out) if finished else trainer.fit(resume=bool(args.resume))
     distributed.shutdown()
     if not main:
@@ -243,13 +250,12 @@ def run_train(args) -> Optional[dict]:
         from .checkpoint import load_checkpoint
 
         model, _ = load_checkpoint(out / "best.pt", vocab=corpus.vocab)
-    result = {"preset": preset.name, "scale": scale, "data": corpus.name, "out": str(out),
+    result = {"preset": preset.name, "scale": meta["scale"], "data": corpus.name, "out": str(out),
               "stop_reason": history.stop_reason, "epochs": len(history.rows),
               "best_epoch": (history.best or {}).get("epoch"), "params": model.num_parameters(),
               "valid_ppl": _ppl(model, valid), "test_ppl": _ppl(model, test),
               "seconds_per_epoch": round(sum(log.seconds) / len(log.seconds), 3) if log.seconds else None,
-              "world_size": config_world(out),
-              "device": str(device()), "seconds": round(time.perf_counter() - t0, 3)}
+              "world_size": config_world(out), "device": str(device()), "seconds": round(time.perf_counter() - t0, 3)}
     print(json.dumps(result))
     _raise_if_stopped(history.stop_reason, out)
     return result

@@ -246,6 +246,7 @@ class Trainer:
         h = saved["history"]
         self.history = History(rows=list(h["rows"]), best=h["best"], start=h["start"])
         self.epoch, self._elapsed = saved["epoch"], saved["elapsed_s"]
+        self._stop_reason = saved.get("stop_reason")  # a non-monotone stop stays a stop
         self.generator.set_state(saved["bptt_generator"])
         if len(saved["rng"]) == self.world:
             restore_rng(saved["rng"][self.rank])
@@ -261,6 +262,8 @@ class Trainer:
         return float(distributed.broadcast(torch.tensor(value, dtype=torch.float64)))
 
     def _epochs(self) -> str:
+        if self._stop_reason == "non-monotone":  # the resumed run had already ended on the trigger
+            return self._stop_reason
         for epoch in range(self.epoch + 1, self.config.epochs + 1):
             self.epoch = epoch
             self._emit("on_epoch_begin", epoch)
@@ -379,7 +382,8 @@ class Trainer:
                 "optimizer": {"name": self.optimizer_name, "state": self.optimizer.state_dict()},
                 "lr": self.lr, "val_losses": list(self._val_losses), "best_loss": self._best_loss,
                 "history": self.history.state(), "elapsed_s": self._elapsed + time.perf_counter() - self._start,
-                "rng": rng, "bptt_generator": self.generator.get_state(), "world_size": self.world}
+                "rng": rng, "bptt_generator": self.generator.get_state(), "world_size": self.world,
+                "stop_reason": self._stop_reason if self.stop else None}
 
     def _write_history(self) -> None:
         self.rundir.write_history(self.history.state())

@@ -202,3 +202,21 @@ def test_resuming_with_another_number_of_processes_warns_and_continues(tmp_path)
     with pytest.warns(RuntimeWarning, match=r"saved by 2 processes and resumes with 1: it continues, but not bit"):
         _, history = run(tmp_path, resume=True, epochs=2)
     assert history.stop_reason == "completed" and history.column("epoch") == [1, 2]
+
+
+def test_a_run_that_stopped_on_the_non_monotone_trigger_stays_stopped_when_resumed(tmp_path):
+    m_stopped, history = run(tmp_path, stop_nonmono=True)
+    assert history.stop_reason == "non-monotone" and len(history) == SWITCH  # Spoil makes epoch 3 fire it
+    assert last(tmp_path)["epoch"] == SWITCH and last(tmp_path)["stop_reason"] == "non-monotone"
+    for epochs in (EPOCHS, EPOCHS + 3):  # even with more epochs asked for, the stop holds
+        m, history = run(tmp_path, resume=True, seed=5, stop_nonmono=True, epochs=epochs)
+        assert history.stop_reason == "non-monotone" and len(history) == SWITCH
+        assert same_weights(weights(m), weights(m_stopped))
+        assert last(tmp_path)["epoch"] == SWITCH
+    # the check can fail: a last.pt that forgot the stop (as if killed before it was recorded) trains on
+    path = RunDir(tmp_path).file("last.pt")
+    state = torch.load(path, weights_only=True)
+    state["stop_reason"] = None
+    torch.save(state, path)
+    _, history = run(tmp_path, resume=True, stop_nonmono=True, epochs=EPOCHS + 3)
+    assert len(history) > SWITCH
