@@ -287,3 +287,29 @@ def test_cuda_gives_the_cpu_numbers(lstm):
     inputs = collect(gpu_model, rows[0], progress=False)
     assert inputs.hidden.is_cuda
     assert close(cache_scores(inputs, 1.5, 12, lam=0.3, progress=False), cpu)
+
+
+def test_explorer_agrees_with_the_cache_and_redraws(lstm):
+    from lmcourse.cache_explorer import CacheExplorer
+
+    model, rows = lstm
+    tokens = rows.reshape(-1)
+    inputs = collect(model, tokens, progress=False)
+    explorer = CacheExplorer(inputs, model.vocab, theta=1.5, lam=0.4, window=12, context=20)
+    mixed = NeuralCache(model, 1.5, 0.4, 12).score(tokens)
+    for t in (0, 1, 13, 200):
+        v = explorer.view(t)
+        assert abs(math.log(v.p_mixed) - mixed[t].item()) < 1e-4
+        assert len(v.positions) == min(t, 12) and (len(v.positions) == 0 or abs(v.weights.sum().item() - 1) < 1e-6)
+    helps, hurts = explorer.extremes(5)
+    gains = mixed - inputs.log_p.double()
+    assert gains[helps[0]] == gains.max() and gains[hurts[0]] == gains.min()
+    page = explorer.html(helps[0])
+    assert explorer.view(helps[0]).target in page and page.count("<span title=") == 20
+    widget = explorer.widget(t=50)
+    t_slider, out = widget.children[0].children[0], widget.children[2]
+    before = out.value
+    t_slider.value = 60
+    assert out.value != before and "position 60" in out.value
+    widget.children[0].children[1].click()  # "cache helps most"
+    assert t_slider.value == helps[0]
