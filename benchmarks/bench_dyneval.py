@@ -92,7 +92,7 @@ def run(label: str, device, sizes: dict, n_tokens: int, repeats: int) -> None:
     for bptt in (5, 20):
         f = bptt / 5
         dyn = DynamicEval(model, "rms", lr=LR * f, decay=DECAY * f, eps=EPS, bptt=bptt, stats=stats)
-        ways[f"DynamicEval, bptt {bptt}"] = dyn.score
+        ways[f"DynamicEval, bptt {bptt}"] = lambda d=dyn: d.score(stream)
         ways[f"reference loop, bptt {bptt}"] = (
             lambda b=bptt, f=f: reference_loop(model, stream, stats, LR * f, DECAY * f, EPS, b))
     for fn in ways.values():  # warm up

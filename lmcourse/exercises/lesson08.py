@@ -1,12 +1,12 @@
-r"""Lesson 08 exercises: the SGD rule with decay, the RMS decay rates, and why the order of steps matters.
+r"""Lesson 08 exercises: the SGD rule with decay, the RMS decay rates, and what each scoring call starts from.
 
 - ``08.sgd-step``: one step of :math:`\theta \leftarrow \theta - \eta g + \lambda(\theta_0 - \theta)`
   (Mikolov et al. 2010 with a decay towards the trained weights; Krause et al. 2018, Section 4).
 - ``08.decay-rates``: :math:`r_p = \min(\mathrm{MS}_p / \overline{\mathrm{MS}}, 1/\lambda)` with
   :math:`\overline{\mathrm{MS}}` the mean over parameter tensors of each tensor's mean MS
   (Krause et al. 2018, Section 5).
-- ``08.cheat``: updating on a segment *before* scoring it lets the model see the answers, so the
-  perplexity it reports is lower than the honest one.
+- ``08.twice``: every ``DynamicEval.score`` adapts its own copy starting from :math:`\theta_0`, so
+  scoring the same text twice gives the same perplexity.
 - ``08.lr-zero``: with :math:`\eta = 0` the weights never leave :math:`\theta_0` (the decay pulls
   towards where they already are), so dynamic evaluation *is* static evaluation.
 """
@@ -76,17 +76,16 @@ def check_decay_rates(answer) -> str:
     raise Wrong("the rates differ from min(MS / mean over tensors of mean(MS), 1 / decay).")
 
 
-@exercise("08.cheat", hint="an update on a segment has seen that segment's words; would predicting them "
-                           "afterwards be easier or harder?")
-def check_cheat(answer) -> str:
+@exercise("08.twice", hint="score() adapts a private copy of the weights; where does each call start from?")
+def check_twice(answer) -> str:
     choice = str(answer).strip().lower()
     if choice not in ("lower", "higher", "same"):
         raise Wrong("answer 'lower', 'higher' or 'same'.")
-    if choice != "lower":
-        raise Wrong("the update on a segment moves the weights towards exactly the words about to be scored, "
-                    "so scoring after it makes them more probable, not less.")
-    return ("lower, and wrongly so: the model has seen the answers. Recording each prediction before the update "
-            "is what makes dynamic evaluation an honest measurement.")
+    if choice != "same":
+        raise Wrong("each call of score adapts its own copy starting from theta_0 and leaves the wrapped model "
+                    "untouched, so the second call repeats the first exactly.")
+    return ("the same, to the last digit: every call starts from the trained weights theta_0, so nothing learned "
+            "from one text leaks into the scoring of the next.")
 
 
 @exercise("08.lr-zero", hint="with lr = 0, where does theta start, and where does the decay pull it?")

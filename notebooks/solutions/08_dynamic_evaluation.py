@@ -13,8 +13,8 @@ def rms_decay_rates(ms, decay):
     return [torch.clamp(m / mean_ms, max=1 / decay) for m in ms]
 
 
-# 08.cheat
-cheat_prediction = "lower"     # the update has seen the words it is then asked to predict
+# 08.twice
+twice_prediction = "same"      # every call starts from theta_0 and never writes the wrapped model
 
 
 # 08.lr-zero
@@ -44,12 +44,12 @@ def _unclipped(ms, decay):
 ANSWERS = {
     "08.sgd-step": sgd_step,
     "08.decay-rates": rms_decay_rates,
-    "08.cheat": cheat_prediction,
+    "08.twice": twice_prediction,
     "08.lr-zero": lr_zero_equals,
 }
 WRONG = {
     "08.sgd-step": [_decay_after_step, _in_place, lambda theta, g, theta_0, lr, decay: theta - lr * g],
     "08.decay-rates": [_summed, _unclipped],
-    "08.cheat": ["higher", "same"],
+    "08.twice": ["lower", "higher"],
     "08.lr-zero": ["dynamic", "oracle"],
 }
