@@ -8,6 +8,8 @@ import torch.nn.functional as F
 import lmcourse.mos as mos
 from lmcourse.models import LMConfig, RNNLM, SoftmaxHead
 from lmcourse.mos import MixtureOfSoftmaxes, mos_log_probs, mos_log_probs_reference
+from lmcourse.live import Callback
+from lmcourse.train import TrainConfig, Trainer
 from lmcourse.vocab import Vocab
 
 V = 29
@@ -262,6 +264,36 @@ def test_a_few_training_steps_lower_the_loss():
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] - 0.5
+
+
+class _GradientSpy(Callback):
+    """Records every parameter gradient the optimizer is about to apply."""
+
+    def __init__(self):
+        self.grads = []
+
+    def on_train_begin(self, trainer):
+        step = trainer.optimizer.step
+
+        def spying_step(*args, **kwargs):
+            self.grads.append([p.grad.detach().clone() for p in trainer.params])
+            return step(*args, **kwargs)
+        trainer.optimizer.step = spying_step
+
+
+def test_gradient_accumulation_gives_the_full_batch_gradient_of_an_mos_model(small_chunks):
+    """The trainer's sub-batches (small_batch_size, the MoS code's memory trick) on the MoS head's log-probabilities."""
+    tokens = stream(1200, seed=7)
+    spies = {}
+    for size in (None, 2):
+        spies[size] = _GradientSpy()
+        config = TrainConfig(epochs=1, batch_size=6, bptt=9, lr=1.0, clip=0, max_batches=3, seed=0,
+                             small_batch_size=size, progress=False, live_plot=False)
+        Trainer(tiny_model().double(), tokens, tokens[:200], config, callbacks=[spies[size]]).fit()
+    assert len(spies[None].grads) == len(spies[2].grads) == 3
+    for full, accumulated in zip(spies[None].grads, spies[2].grads):
+        for a, b in zip(full, accumulated):
+            torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
 
 
 # ------------------------------------------------------------------------------------- CUDA
