@@ -118,8 +118,8 @@ class CacheExplorer:
         target = html.escape(v.target)
         words.append(f'<span style="border: 2px solid #1f5fbf; padding: 0 3px"><b>{target}</b></span> ?')
         colour = "#1a7f37" if v.gain >= 0 else "#b42318"
-        head = (f"<b>position {t:,}</b>, target <b>{target}</b>: p<sub>model</sub> = {v.p_model:.4f}, "
-                f"p<sub>cache</sub> = {v.p_cache:.4f}, mixed (&lambda; = {lam:.2f}) = {v.p_mixed:.4f} "
+        head = (f"<b>position {t:,}</b>, target <b>{target}</b>: p<sub>model</sub> = {v.p_model:.3g}, "
+                f"p<sub>cache</sub> = {v.p_cache:.3g}, mixed (&lambda; = {lam:.2f}) = {v.p_mixed:.3g} "
                 f'<span style="color: {colour}">({v.gain:+.2f} nats)</span>')
         order = v.weights.argsort(descending=True)[:self.top].tolist()
         rows = "".join(f"<tr><td>{t - int(v.positions[k])}</td><td>{html.escape(self.word(int(v.positions[k])))}</td>"
