@@ -55,7 +55,7 @@ def test_unfinished_runs_and_ci_scale_are_not_reused(monkeypatch, tmp_path):
 def test_bad_name_is_one_sentence():
     import pytest
     with pytest.raises(ValueError, match="plain file name"):
-        cached.run_path("../x", {})
+        cached.run_path("../x", {}, Vocab(["<eos>", "a"]))
 
 
 def test_a_damaged_stored_run_is_trained_again(monkeypatch, tmp_path):
@@ -67,3 +67,22 @@ def test_a_damaged_stored_run_is_trained_again(monkeypatch, tmp_path):
     with pytest.warns(RuntimeWarning, match="cannot be used"):
         again = cached.train_or_load("hurt", {}, _trainer(calls, vocab), vocab)
     assert len(calls) == 2 and not again.loaded
+
+
+def test_a_run_on_another_corpus_is_not_loaded(monkeypatch, tmp_path):
+    _setup(monkeypatch, tmp_path)
+    calls = []
+    old, new = Vocab(["<eos>", "a"]), Vocab(["<eos>", "a", "b"])
+    cached.train_or_load("shared", {"h": 4}, _trainer(calls, old), old)
+    assert cached.train_or_load("shared", {"h": 4}, _trainer(calls, old), old).loaded
+    again = cached.train_or_load("shared", {"h": 4}, _trainer(calls, new), new)
+    assert not again.loaded and len(calls) == 2
+    monkeypatch.setattr(cached, "EMBEDDED_FORMAT", cached.EMBEDDED_FORMAT + 1)  # the corpus's text changed
+    bumped = cached.train_or_load("shared", {"h": 4}, _trainer(calls, new), new)
+    assert not bumped.loaded and len(calls) == 3
+
+
+def test_a_missing_vocabulary_is_one_sentence():
+    import pytest
+    with pytest.raises(TypeError, match="needs the corpus's Vocab"):
+        cached.run_path("x", {}, ["<eos>", "a"])
