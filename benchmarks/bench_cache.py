@@ -10,8 +10,8 @@ not cores):
      one-hot history summed over the window, the linear mixture, the log;
    - ``loop, index_add``: the same loop, the one-hot product replaced by an ``index_add`` (a
      stronger per-token peer);
-   - ``vectorised``: :class:`lmcourse.cache.CacheMemory` scoring chunks of 128 positions
-     (``cache.CHUNK``) with one matrix product each, then :func:`lmcourse.cache.mix_linear`.
+   - ``vectorised``: :class:`lmcourse.adapt.cache.CacheMemory` scoring chunks of 128 positions
+     (``cache.CHUNK``) with one matrix product each, then :func:`lmcourse.adapt.cache.mix_linear`.
    All three give the same log-probabilities (max |difference| printed; target 1e-4).
 2. **Overhead over plain evaluation.** ``NeuralCache(model, window=2000).score`` against
    ``model.score`` on the same stream, for a 1 x 400 tied LSTM and for the AWD-LSTM's 3-layer
@@ -32,8 +32,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from lmcourse.cache import CacheMemory, NeuralCache, mix_linear  # noqa: E402
-from lmcourse.models import LMConfig, RNNLM, log_softmax  # noqa: E402
+from lmcourse.adapt.cache import CacheMemory, NeuralCache, mix_linear  # noqa: E402
+from lmcourse.networks.models import RNNLM, LMConfig, log_softmax  # noqa: E402
 from lmcourse.vocab import Vocab  # noqa: E402
 
 V, H, WINDOW = 10_000, 400, 2000
@@ -106,12 +106,12 @@ def bench_loops(device: torch.device, tokens: int, repeats: int) -> None:
     p = log_p.exp()
     peers = [("loop, one-hot (pointer.py)", lambda: loop_one_hot(p, h, y, WINDOW)),
              ("loop, index_add", lambda: loop_index_add(p, h, y, WINDOW)),
-             ("vectorised (lmcourse.cache)", lambda: vectorised(log_p, h, y, WINDOW))]
+             ("vectorised (lmcourse.adapt.cache)", lambda: vectorised(log_p, h, y, WINDOW))]
     results = {}
     for name, fn in peers:
         loop = name.startswith("loop")  # the loops take seconds: one timed run each, no warm-up
         results[name] = _timed(fn, device, 1 if loop else repeats, warmup=not loop)
-    ours = results["vectorised (lmcourse.cache)"]
+    ours = results["vectorised (lmcourse.adapt.cache)"]
     print(f"\n### Cache evaluation, {device.type}: {tokens:,} positions, window {WINDOW:,}, V = {V:,}, H = {H}\n")
     print("| implementation | ms per position | positions/s | vectorised is faster by | max abs diff vs vectorised |")
     print("|---|---:|---:|---:|---:|")

@@ -25,8 +25,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from lmcourse.dyneval import DynamicEval, decay_rates  # noqa: E402
-from lmcourse.models import LMConfig, RNNLM  # noqa: E402
+from lmcourse.adapt.dyneval import DynamicEval, decay_rates  # noqa: E402
+from lmcourse.networks.models import RNNLM, LMConfig  # noqa: E402
 from lmcourse.vocab import Vocab  # noqa: E402
 
 V = 10_000

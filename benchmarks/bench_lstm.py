@@ -1,4 +1,4 @@
-"""The LSTM from its equations (lmcourse.lstm.LSTM) against torch.nn.LSTM, side by side.
+"""The LSTM from its equations (lmcourse.networks.lstm.LSTM) against torch.nn.LSTM, side by side.
 
 Both peers get the same weights and inputs and run alternately inside each repeat, so a busy
 machine slows both alike; the table gives the median milliseconds per iteration and the ratio
@@ -21,7 +21,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from lmcourse.lstm import LSTM  # noqa: E402
+from lmcourse.networks.lstm import LSTM  # noqa: E402
 
 T, B, LAYERS = 35, 20, 2
 

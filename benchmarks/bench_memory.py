@@ -21,10 +21,10 @@ CHILD = r"""
 import json, os, resource, sys
 import lmcourse
 import torch
-from lmcourse.data import load_corpus
-from lmcourse.models import LMConfig, RNNLM
-from lmcourse.live import Callback
-from lmcourse.train import Trainer, TrainConfig
+from lmcourse.corpora.data import load_corpus
+from lmcourse.networks.models import LMConfig, RNNLM
+from lmcourse.training.callbacks import Callback
+from lmcourse.training.trainer import Trainer, TrainConfig
 
 def rss_mb():
     with open("/proc/self/statm") as f:

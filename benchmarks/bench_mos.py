@@ -5,8 +5,8 @@ hidden 960, last layer 620, 3 layers, K = 15 experts, batch 12, bptt 70, the pap
 Three models share that LSTM and differ only in the head:
 
 - ``softmax``: a linear decoder from the 620-unit last layer (untied: a tied softmax needs 280);
-- ``MoS``: :class:`lmcourse.mos.MixtureOfSoftmaxes`, tied, its custom autograd function;
-- ``MoS, plain autograd``: the same head computed by :func:`lmcourse.mos.mos_log_probs_reference`.
+- ``MoS``: :class:`lmcourse.networks.mos.MixtureOfSoftmaxes`, tied, its custom autograd function;
+- ``MoS, plain autograd``: the same head computed by :func:`lmcourse.networks.mos.mos_log_probs_reference`.
 
 One step = forward, the loss, backward, clipping at 0.25, an SGD step. The models run interleaved
 in one process and the median over repeats is printed with the ratio to the softmax step (target:
@@ -34,8 +34,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from lmcourse.models import LMConfig, RNNLM  # noqa: E402
-from lmcourse.mos import mos_log_probs_reference  # noqa: E402
+from lmcourse.networks.models import RNNLM, LMConfig  # noqa: E402
+from lmcourse.networks.mos import mos_log_probs_reference  # noqa: E402
 
 V, E, H, LAST, LAYERS, K, BATCH, BPTT, LR, CLIP = 10_000, 280, 960, 620, 3, 15, 12, 70, 20.0, 0.25
 DROPOUTS = dict(dropout=0.4, dropouth=0.225, dropouti=0.4, dropoute=0.1, wdrop=0.5)  # the MoS README's PTB run
@@ -154,7 +154,7 @@ def report(device: torch.device, variants, repeats: int, warmup: int) -> None:
               f"{peaks[v] / 2**20:>10.0f}{peaks[v] / base_m:>10.2f}x")
     if "MoS, plain autograd" in variants:
         plain = "MoS, plain autograd"
-        print(f"MoS: lmcourse.mos vs plain autograd: {statistics.median(t[plain]) / statistics.median(t['MoS']):.2f}x "
+        print(f"MoS: lmcourse.networks.mos vs plain autograd: {statistics.median(t[plain]) / statistics.median(t['MoS']):.2f}x "
               f"faster, {peaks[plain] / peaks['MoS']:.2f}x less peak memory")
 
 

@@ -25,9 +25,9 @@ if "LMCOURSE_DATA" not in os.environ and _SHARED.is_dir():
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from lmcourse.data import load_corpus  # noqa: E402
+from lmcourse.corpora.data import load_corpus  # noqa: E402
 from lmcourse.lm import perplexity  # noqa: E402
-from lmcourse.ngram import NGramLM  # noqa: E402
+from lmcourse.ngram.model import NGramLM  # noqa: E402
 
 # KenLM lmplz (modified KN, no pruning) perplexities, </s> counted once a line (see tests/test_ngram.py).
 KENLM = {

@@ -31,9 +31,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from lmcourse.config import device  # noqa: E402
-from lmcourse.data import batchify, bptt_batches, load_corpus  # noqa: E402
-from lmcourse.models import LMConfig, RNNLM  # noqa: E402
-from lmcourse.train import TrainConfig, Trainer  # noqa: E402
+from lmcourse.corpora.data import batchify, bptt_batches, load_corpus  # noqa: E402
+from lmcourse.networks.models import RNNLM, LMConfig  # noqa: E402
+from lmcourse.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 V, E, H, L, BPTT, BATCH, LR, CLIP = 10_000, 200, 200, 2, 35, 20, 20.0, 0.25
 

@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from lmcourse.dropout import WeightDrop  # noqa: E402
+from lmcourse.networks.dropout import WeightDrop  # noqa: E402
 
 SIZES = [(200, 35), (200, 70), (650, 35), (650, 70)]  # (H, T): the small and medium PTB models
 BATCH = 20

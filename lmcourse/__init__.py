@@ -18,8 +18,8 @@ _limit_heap_growth()
 
 from . import config as _config  # noqa: E402
 from .config import DATASET, device, seed_everything  # noqa: E402
-from .vocab import Vocab  # noqa: E402
 from .lm import LanguageModel, bits_per_char, perplexity  # noqa: E402
+from .vocab import Vocab  # noqa: E402
 
 __all__ = [
     "DATASET", "SCALE", "device", "seed_everything",

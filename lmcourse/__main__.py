@@ -49,7 +49,7 @@ def _add_data(sub) -> None:
 
 def _run_data(args) -> dict:
     from .config import dataset
-    from .data import load_corpus
+    from .corpora.data import load_corpus
 
     t0 = time.perf_counter()
     c = load_corpus(dataset() if args.data is None else args.data, level=args.level, min_count=args.min_count)
@@ -67,9 +67,9 @@ def _add_oracle(sub) -> None:
 
 
 def _run_oracle(args) -> dict:
-    from .data import load_corpus
+    from .corpora.data import load_corpus
+    from .corpora.oracle import Oracle
     from .lm import perplexity
-    from .oracle import Oracle
 
     t0 = time.perf_counter()
     c = load_corpus()
@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     (:class:`lmcourse.errors.LMCourseError`, or ``ValueError`` / ``TypeError`` from argument
     checks). Register it here with one line; :func:`main` reports its errors and adds ``--debug``.
     """
-    from . import ngram, reproduce
+    from . import reproduce
+    from .ngram import model as ngram
 
     parser = Parser(prog="python -m lmcourse", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -5,7 +5,7 @@ Every notebook's parameter cell reads `SCALE` and `DATASET`:
 - ``LMCOURSE_SCALE`` = ``ci`` | ``cpu`` | ``gpu``. ``ci`` is the smallest run that still walks every
   code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is paper-sized. The default is
   ``gpu`` when CUDA is present, else ``cpu``.
-- ``LMCOURSE_DATASET``: a corpus name for :func:`lmcourse.data.load_corpus`; the default is the
+- ``LMCOURSE_DATASET``: a corpus name for :func:`lmcourse.corpora.data.load_corpus`; the default is the
   embedded corpus, which needs no network.
 - ``LMCOURSE_DATA``: where the real corpora live (default: the repository's ``data/``).
 - ``LMCOURSE_CACHE``: where generated corpora and downloads are cached when ``LMCOURSE_DATA`` is

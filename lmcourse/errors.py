@@ -10,7 +10,7 @@ classes below let a caller (the command line above all) tell such an error from 
 - :class:`MissingFileError`: a file the user named is not there (also a ``FileNotFoundError``).
 
 The three before it are also ``ValueError`` s, so ``except ValueError`` keeps working for callers that
-knew only that. :class:`lmcourse.download.DownloadError` is an :class:`LMCourseError` too.
+knew only that. :class:`lmcourse.corpora.download.DownloadError` is an :class:`LMCourseError` too.
 
 Argument checks raise ``TypeError`` for the wrong kind of value and ``ValueError`` for a value out
 of range; a float parameter is always checked to be finite (``nan < 0`` is False, so a bare range

@@ -7,9 +7,9 @@ r"""The reproduction path: ``train`` a paper's recipe, ``evaluate`` what it trai
     python -m lmcourse evaluate RUN_DIR_OR_CHECKPOINT [--data ...] [--cache] [--dyneval] [--tune-on valid]
     torchrun --nproc_per_node=8 -m lmcourse train --preset awd-lstm-ptb      # data-parallel, one GPU each
 
-``train`` builds the preset's settings (:mod:`lmcourse.presets`: the recipe, shrunk for ``--scale``,
-then ``--set``), trains with :class:`lmcourse.train.Trainer` into a run directory
-(:mod:`lmcourse.rundir`: config, history, best and last state with the optimizer's averages and
+``train`` builds the preset's settings (:mod:`lmcourse.training.presets`: the recipe, shrunk for ``--scale``,
+then ``--set``), trains with :class:`lmcourse.training.trainer.Trainer` into a run directory
+(:mod:`lmcourse.training.rundir`: config, history, best and last state with the optimizer's averages and
 every random state, the curves) plus ``preset.json`` (the preset, scale, corpus and every setting),
 then scores the best weights on valid and test. ``--resume`` continues the run exactly where its
 last finished epoch left it. A finetuning preset starts from the best weights of the run it
@@ -17,7 +17,7 @@ continues (``--from``, by default that preset's own default folder).
 
 ``evaluate`` scores a run's best weights (or a checkpoint) on valid and test, alone and with the
 neural cache (Grave et al. 2017) and/or dynamic evaluation (Krause et al. 2018) on top. Their
-settings are the papers' for the preset (:data:`lmcourse.presets.Preset.evaluation`), the packages'
+settings are the papers' for the preset (:data:`lmcourse.training.presets.Preset.evaluation`), the packages'
 defaults without one, or tuned on the validation text with ``--tune-on valid``.
 
 Each command prints a progress bar and one line per epoch, and its last line is JSON:
@@ -34,11 +34,13 @@ from typing import Optional
 
 import torch
 
-from . import distributed, presets
-from .config import dataset as default_dataset, device, scale as default_scale, seed_everything
+from .config import dataset as default_dataset
+from .config import device, seed_everything
+from .config import scale as default_scale
 from .errors import LMCourseError
-from .live import Callback, ProgressBar
-from .rundir import HISTORY, RunDir, atomic_write_bytes
+from .training import distributed, presets
+from .training.callbacks import Callback, ProgressBar
+from .training.rundir import HISTORY, RunDir, atomic_write_bytes
 
 __all__ = ["add_cli", "run_train", "run_evaluate", "evaluate_model", "default_out", "read_meta", "META",
            "CACHE_THETAS", "CACHE_LAMS", "TUNE_TOKENS"]
@@ -117,7 +119,7 @@ def read_meta(folder) -> Optional[dict]:
 
 def _splits(data: str, settings: dict):
     """The corpus and its three streams, cut to the recipe's ``*_tokens`` (None: whole)."""
-    from .data import load_corpus
+    from .corpora.data import load_corpus
 
     corpus = load_corpus(data)
     cut = lambda tokens, n: tokens if n is None else tokens[:n]  # noqa: E731
@@ -151,8 +153,8 @@ class EpochLog(Callback):
 
 def _model(preset, settings: dict, vocab, source: Optional[Path]):
     """A fresh model for the recipe, or the best weights of ``source`` for a finetuning preset."""
-    from .checkpoint import load_checkpoint
-    from .models import RNNLM
+    from .networks.models import RNNLM
+    from .training.checkpoint import load_checkpoint
 
     config = presets.model_config(settings, len(vocab))
     if preset.finetune_of is None:
@@ -238,7 +240,7 @@ def run_train(args) -> Optional[dict]:
               f"parameters, {len(train):,} training tokens, {config.epochs} epochs -> {out}", flush=True)
     elif main:
         print(f"{preset.name}: resuming {out}" + (", which already finished" if finished else ""), flush=True)
-    from .train import Trainer
+    from .training.trainer import Trainer
 
     log = EpochLog(bar_shown=bar)
     trainer = Trainer(model, train, valid, config, callbacks=[ProgressBar(enabled=bar), log], vocab=corpus.vocab)
@@ -247,7 +249,7 @@ def run_train(args) -> Optional[dict]:
     if not main:
         return None
     if finished:
-        from .checkpoint import load_checkpoint
+        from .training.checkpoint import load_checkpoint
 
         model, _ = load_checkpoint(out / "best.pt", vocab=corpus.vocab)
     result = {"preset": preset.name, "scale": meta["scale"], "data": corpus.name, "out": str(out),
@@ -276,7 +278,7 @@ def _finished(out: Path, epochs: int) -> bool:
 
 
 def _history_of(out: Path):
-    from .trainconfig import History
+    from .training.trainconfig import History
 
     try:
         state = json.loads((out / HISTORY).read_text())
@@ -302,7 +304,7 @@ def _raise_if_stopped(reason: Optional[str], out: Path) -> None:
 
 def _dyneval_settings(evaluation: dict, stats) -> tuple[dict, str]:
     """The papers' dynamic-evaluation settings (converted from their old scaling), else the code's defaults."""
-    from .dyneval import DEFAULTS, PAPER_SETTINGS, from_old_hyperparameters
+    from .adapt.dyneval import DEFAULTS, PAPER_SETTINGS, from_old_hyperparameters
 
     paper = evaluation.get("dyneval")
     if paper:
@@ -323,9 +325,11 @@ def evaluate_model(model, train, valid, test, cache: bool = False, dyneval: bool
     tokens; the cache: :data:`CACHE_THETAS` x :data:`CACHE_LAMS`), else ``evaluation`` (a preset's
     paper settings), else the packages' defaults. Test text is never used to choose anything.
     """
-    from .cache import NeuralCache
-    from .cache_tuning import collect, grid_search as cache_grid
-    from .dyneval import DynamicEval, gradient_stats, grid_search as dyneval_grid, paper_grid
+    from .adapt.cache import NeuralCache
+    from .adapt.cache_tuning import collect
+    from .adapt.cache_tuning import grid_search as cache_grid
+    from .adapt.dyneval import DynamicEval, gradient_stats, paper_grid
+    from .adapt.dyneval import grid_search as dyneval_grid
 
     evaluation = evaluation or {}
     out = {"base_valid_ppl": _ppl(model, valid), "base_test_ppl": _ppl(model, test)}
@@ -363,8 +367,8 @@ def evaluate_model(model, train, valid, test, cache: bool = False, dyneval: bool
 
 def run_evaluate(args) -> dict:
     """The ``evaluate`` command; returns the JSON's dict."""
-    from .checkpoint import load_checkpoint
     from .errors import MissingFileError
+    from .training.checkpoint import load_checkpoint
 
     t0 = time.perf_counter()
     target = Path(args.target)

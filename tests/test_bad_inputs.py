@@ -17,15 +17,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmcourse import checkpoint, config, data, download, errors
+from lmcourse import config, errors
 from lmcourse.__main__ import main
-from lmcourse.checkpoint import check_writable, load_checkpoint, save_checkpoint
-from lmcourse.download import Remote
+from lmcourse.corpora import data, download
+from lmcourse.corpora.download import Remote
 from lmcourse.errors import CheckpointError, ConfigError, CorpusError, LMCourseError, MissingFileError
-from lmcourse.generate import beam_search, sample, sampling_distribution
 from lmcourse.lm import perplexity
-from lmcourse.models import LMConfig, RNNLM
-from lmcourse.ngram import NGramLM
+from lmcourse.networks.generate import beam_search, sample, sampling_distribution
+from lmcourse.networks.models import RNNLM, LMConfig
+from lmcourse.ngram.model import NGramLM
+from lmcourse.training import checkpoint
+from lmcourse.training.checkpoint import check_writable, load_checkpoint, save_checkpoint
 from lmcourse.vocab import Vocab
 
 REPO = Path(__file__).resolve().parents[1]
@@ -293,7 +295,7 @@ def test_in_a_fresh_process(tmp_path, args, env_updates, status, pattern):
 
 
 def test_a_bad_scale_does_not_stop_the_import(tmp_path):
-    run = _python(["-c", "import lmcourse, lmcourse.data, lmcourse.ngram; print('imported')"],
+    run = _python(["-c", "import lmcourse, lmcourse.corpora.data, lmcourse.ngram.model; print('imported')"],
                   {"LMCOURSE_SCALE": "banana"}, tmp_path)
     assert run.returncode == 0 and run.stdout.strip() == "imported", run.stderr
 

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from lmcourse import bottleneck as bn
-from lmcourse.embedded import ensure
-from lmcourse.grammar import Params
-from lmcourse.models import LMConfig, RNNLM
-from lmcourse.oracle import Oracle
+from lmcourse.corpora.embedded import ensure
+from lmcourse.corpora.grammar import Params
+from lmcourse.corpora.oracle import Oracle
+from lmcourse.networks import bottleneck as bn
+from lmcourse.networks.models import RNNLM, LMConfig
 from lmcourse.vocab import Vocab
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -242,7 +242,7 @@ def test_svd_curve_is_the_svd_start_for_every_d():
 
 
 def test_explorer_draws_the_default_state_and_follows_the_knobs():
-    from lmcourse.bottleneck_widget import BottleneckExplorer
+    from lmcourse.widgets.bottleneck_explorer import BottleneckExplorer
 
     explorer = BottleneckExplorer(d=8, max_iter=20)
     fig = explorer.figure()

@@ -4,10 +4,10 @@ import math
 import pytest
 import torch
 
-from lmcourse import cache as cache_mod
-from lmcourse.cache import CacheMemory, NeuralCache, attention, global_cache, linear_cache
-from lmcourse.cache_tuning import cache_scores, cache_sums, collect, grid_search, window_sweep
-from lmcourse.models import LMConfig, RNNLM, log_softmax
+from lmcourse.adapt import cache as cache_mod
+from lmcourse.adapt.cache import CacheMemory, NeuralCache, attention, global_cache, linear_cache
+from lmcourse.adapt.cache_tuning import cache_scores, cache_sums, collect, grid_search, window_sweep
+from lmcourse.networks.models import RNNLM, LMConfig, log_softmax
 from lmcourse.vocab import Vocab
 
 V, H, T = 12, 8, 160
@@ -290,7 +290,7 @@ def test_cuda_gives_the_cpu_numbers(lstm):
 
 
 def test_explorer_agrees_with_the_cache_and_redraws(lstm):
-    from lmcourse.cache_explorer import CacheExplorer
+    from lmcourse.widgets.cache_explorer import CacheExplorer
 
     model, rows = lstm
     tokens = rows.reshape(-1)

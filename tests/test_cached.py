@@ -1,8 +1,9 @@
 """train_or_load: trains once, loads the same weights after, retrains when a setting changes."""
 import torch
 
-from lmcourse import cached, config
-from lmcourse.models import LMConfig, RNNLM
+from lmcourse import config
+from lmcourse.networks.models import RNNLM, LMConfig
+from lmcourse.training import stored_runs as cached
 from lmcourse.vocab import Vocab
 
 

@@ -6,8 +6,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmcourse import data, embedded
-from lmcourse.data import batchify, bptt_batches, load_corpus, split_shakespeare, variable_bptt_batches, words_of
+from lmcourse.corpora import data, embedded
+from lmcourse.corpora.data import (
+    batchify,
+    bptt_batches,
+    load_corpus,
+    split_shakespeare,
+    variable_bptt_batches,
+    words_of,
+)
 from lmcourse.vocab import EOS, UNK
 
 

@@ -7,13 +7,12 @@ import time
 import pytest
 import torch
 import torch.multiprocessing as mp
-
-from lmcourse import distributed
-from lmcourse.data import batchify
-from lmcourse.live import Callback
-from lmcourse.train import TrainConfig, Trainer
-
 from test_train import TRAIN, VALID, model, weights
+
+from lmcourse.corpora.data import batchify
+from lmcourse.training import distributed
+from lmcourse.training.callbacks import Callback
+from lmcourse.training.trainer import TrainConfig, Trainer
 
 TIMEOUT_S = 240
 SETTINGS = dict(epochs=2, batch_size=8, eval_batch_size=4, bptt=8, lr=2.0, clip=0.25, optimizer="asgd",

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lmcourse import data, download
-from lmcourse.download import ChecksumError, DownloadError, Remote
+from lmcourse.corpora import data, download
+from lmcourse.corpora.download import ChecksumError, DownloadError, Remote
 
 
 def sha(b: bytes) -> str:

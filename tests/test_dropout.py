@@ -8,12 +8,15 @@ import pytest
 import torch
 from torch import nn
 
-from lmcourse.lstm import LSTM as CourseLSTM
-
-from lmcourse.dropout import (
-    LockedDropout, StandardDropout, WeightDrop, activation_regularization, embedding_dropout,
+from lmcourse.networks.dropout import (
+    LockedDropout,
+    StandardDropout,
+    WeightDrop,
+    activation_regularization,
+    embedding_dropout,
     temporal_activation_regularization,
 )
+from lmcourse.networks.lstm import LSTM as CourseLSTM
 
 P = 0.4
 N_SAMPLES = 2000
@@ -356,7 +359,7 @@ def test_weight_drop_several_layers_and_batch_first():
     assert isinstance(out_packed, nn.utils.rnn.PackedSequence) and h_n.shape == (2, 3, 5)
 
 
-@pytest.mark.parametrize("make", [EquationLSTM, CourseLSTM], ids=["test-file LSTM", "lmcourse.lstm.LSTM"])
+@pytest.mark.parametrize("make", [EquationLSTM, CourseLSTM], ids=["test-file LSTM", "lmcourse.networks.lstm.LSTM"])
 def test_weight_drop_wraps_any_lstm_with_torch_parameter_names(make):
     torch.manual_seed(0)
     other = make(6, 8)

@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmcourse import dyneval
-from lmcourse.dyneval import DynamicEval, from_old_hyperparameters, gradient_stats, grid_search, paper_grid
+from lmcourse.adapt import dyneval
+from lmcourse.adapt.dyneval import DynamicEval, from_old_hyperparameters, gradient_stats, grid_search, paper_grid
 from lmcourse.lm import perplexity
-from lmcourse.models import LMConfig, RNNLM, log_softmax
+from lmcourse.networks.models import RNNLM, LMConfig, log_softmax
 from lmcourse.vocab import Vocab
 
 V = 23
@@ -367,7 +367,7 @@ def test_bad_stats_and_models(model):
 # ------------------------------------------------------------------------------ the cache
 
 def test_dynamic_evaluation_under_the_neural_cache(model, stats):
-    from lmcourse.cache import NeuralCache, linear_cache
+    from lmcourse.adapt.cache import NeuralCache, linear_cache
 
     stream = tokens(90)
     dyn = DynamicEval(model, "rms", lr=5e-3, decay=0.02, eps=1e-4, bptt=5, stats=stats)
@@ -384,7 +384,7 @@ def test_dynamic_evaluation_under_the_neural_cache(model, stats):
 
 @pytest.mark.parametrize("mode", ["linear", "global"])
 def test_the_cache_steps_over_dynamic_evaluation_as_it_scores(model, stats, mode):
-    from lmcourse.cache import NeuralCache
+    from lmcourse.adapt.cache import NeuralCache
 
     stream = tokens(23)
     dyn = DynamicEval(model, "rms", lr=5e-3, decay=0.02, eps=1e-4, bptt=4, stats=stats)

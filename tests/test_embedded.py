@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from lmcourse.embedded import ensure, load_params, write_corpus
-from lmcourse.grammar import CAT, Params, build_lexicon, phrase_rules
+from lmcourse.corpora.embedded import ensure, load_params, write_corpus
+from lmcourse.corpora.grammar import CAT, Params, build_lexicon, phrase_rules
+from lmcourse.corpora.oracle import Oracle
 from lmcourse.lm import perplexity
-from lmcourse.ngram import NGramLM
-from lmcourse.oracle import Oracle
+from lmcourse.ngram.model import NGramLM
 from lmcourse.vocab import Vocab
 
 SMALL = replace(Params(), train_tokens=20_000, valid_tokens=3_000, test_tokens=3_000)

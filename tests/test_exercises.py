@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lmcourse import exercises
+from lmcourse.course import exercises
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHECK_CALL = re.compile(r"""check\(\s*["'](\d\d\.[\w-]+)["']""")

@@ -4,10 +4,20 @@ import itertools
 import pytest
 import torch
 
-from lmcourse.generate import (Beam, beam_search, encode_prompt, generate_text, greedy, sample,
-                               sampling_distribution, text, top_k_filter, top_p_filter)
 from lmcourse.lm import LanguageModel, check_tokens
-from lmcourse.ngram import NGramLM
+from lmcourse.networks.generate import (
+    Beam,
+    beam_search,
+    encode_prompt,
+    generate_text,
+    greedy,
+    sample,
+    sampling_distribution,
+    text,
+    top_k_filter,
+    top_p_filter,
+)
+from lmcourse.ngram.model import NGramLM
 from lmcourse.vocab import Vocab
 
 WORDS = Vocab(["<eos>", "a", "b", "c", "d"])

@@ -1,13 +1,20 @@
-"""lmcourse.gradflow: gradient norm against lag, plain RNN against LSTM, and the forget-gate path."""
+"""lmcourse.networks.gradflow: gradient norm against lag, plain RNN against LSTM, and the forget-gate path."""
 import math
 
 import pytest
 import torch
 from torch import nn
 
-from lmcourse.gradflow import (cell_weights, forget_gate_product, grad_norm_vs_lag, make_cell, per_step_factor,
-                               random_inputs, unroll)
-from lmcourse.lstm import LSTM, add_forget_bias
+from lmcourse.networks.gradflow import (
+    cell_weights,
+    forget_gate_product,
+    grad_norm_vs_lag,
+    make_cell,
+    per_step_factor,
+    random_inputs,
+    unroll,
+)
+from lmcourse.networks.lstm import LSTM, add_forget_bias
 
 
 def test_rnn_gradient_vanishes_long_before_the_lstm_one():

@@ -1,9 +1,9 @@
-"""lmcourse.lstm against torch.nn: same weights give the same outputs, states and gradients."""
+"""lmcourse.networks.lstm against torch.nn: same weights give the same outputs, states and gradients."""
 import pytest
 import torch
 from torch import nn
 
-from lmcourse.lstm import LSTM, RNN, LSTMCell, LSTMLayerBPTT, RNNCell, add_forget_bias
+from lmcourse.networks.lstm import LSTM, RNN, LSTMCell, LSTMLayerBPTT, RNNCell, add_forget_bias
 
 TOL = {torch.float64: 1e-10, torch.float32: 1e-5}
 I, H = 5, 6

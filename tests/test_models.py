@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmcourse.checkpoint import load_checkpoint, save_checkpoint
-from lmcourse.models import HEADS, LMConfig, RNNLM, register_head
+from lmcourse.networks.models import HEADS, RNNLM, LMConfig, register_head
+from lmcourse.training.checkpoint import load_checkpoint, save_checkpoint
 from lmcourse.vocab import Vocab
 
 V = 23

@@ -5,11 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lmcourse.mos as mos
-from lmcourse.models import LMConfig, RNNLM, SoftmaxHead
-from lmcourse.mos import MixtureOfSoftmaxes, mos_log_probs, mos_log_probs_reference
-from lmcourse.live import Callback
-from lmcourse.train import TrainConfig, Trainer
+import lmcourse.networks.mos as mos
+from lmcourse.networks.models import RNNLM, LMConfig, SoftmaxHead
+from lmcourse.networks.mos import MixtureOfSoftmaxes, mos_log_probs, mos_log_probs_reference
+from lmcourse.training.callbacks import Callback
+from lmcourse.training.trainer import TrainConfig, Trainer
 from lmcourse.vocab import Vocab
 
 V = 29

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lmcourse.lm import perplexity
-from lmcourse.ngram import NGramLM, add_cli, run_cli
+from lmcourse.ngram.model import NGramLM, add_cli, run_cli
 from lmcourse.vocab import Vocab
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "mat", "a", "big", "red", "<unk>"]
@@ -295,7 +295,7 @@ def test_bad_text_says_what_to_do():
 
 
 def test_cli_prints_json_last(tmp_path, capsys):
-    from lmcourse.data import load_corpus
+    from lmcourse.corpora.data import load_corpus
 
     for split, lines in (("train", TRAIN_LINES), ("valid", HELD_LINES[:12]), ("test", HELD_LINES[12:])):
         (tmp_path / f"{split}.txt").write_text("".join(" ".join(line) + "\n" for line in lines))
@@ -326,7 +326,7 @@ KENLM = {
 
 @lru_cache(maxsize=1)
 def real_corpus(name, folder):
-    from lmcourse.data import load_corpus
+    from lmcourse.corpora.data import load_corpus
 
     return load_corpus(name, data_dir=folder)
 

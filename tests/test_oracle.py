@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from lmcourse.embedded import ensure
-from lmcourse.grammar import CAT, CHOICES, Params, build_lexicon
+from lmcourse.corpora.embedded import ensure
+from lmcourse.corpora.grammar import CAT, CHOICES, Params, build_lexicon
+from lmcourse.corpora.oracle import Oracle
 from lmcourse.lm import perplexity
-from lmcourse.ngram import NGramLM
-from lmcourse.oracle import Oracle
+from lmcourse.ngram.model import NGramLM
 from lmcourse.vocab import Vocab
 
 

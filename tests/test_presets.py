@@ -3,8 +3,9 @@ epochs only; --set reads each value as its field's type; Zaremba's per-sequence 
 import pytest
 import torch
 
-from lmcourse import literature, presets as P
-from lmcourse.models import LMConfig, RNNLM
+from lmcourse import literature
+from lmcourse.networks.models import RNNLM, LMConfig
+from lmcourse.training import presets as P
 
 PAPER_RECIPES = {  # the published commands, read off the sources each preset cites
     "zaremba-medium": dict(num_layers=2, emb_size=650, hidden_size=650, dropout=0.5, dropout_kind="standard",

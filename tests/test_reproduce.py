@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmcourse import live, presets, reproduce, rundir
+from lmcourse import reproduce
 from lmcourse.__main__ import main
-from lmcourse.cache import NeuralCache
-from lmcourse.checkpoint import load_checkpoint
-from lmcourse.data import load_corpus
+from lmcourse.adapt.cache import NeuralCache
+from lmcourse.corpora.data import load_corpus
 from lmcourse.lm import perplexity
+from lmcourse.training import callbacks as live
+from lmcourse.training import presets, rundir
+from lmcourse.training.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_FILES = {"config.json", "history.json", "best.pt", "last.pt", "curves.png", reproduce.META}
@@ -106,7 +108,7 @@ def test_zaremba_follows_its_fixed_schedule(corpus, tmp_path, capsys):
 
 
 def test_finetuning_stops_on_the_non_monotone_trigger(corpus, base_runs, tmp_path, capsys):
-    from lmcourse.optim import should_switch_to_asgd
+    from lmcourse.training.optim import should_switch_to_asgd
 
     result = train(capsys, "--preset", "awd-lstm-ptb-finetune", "--data", str(corpus), "--out", str(tmp_path / "f"),
                    "--from", str(base_runs["awd-lstm-ptb"]), "--set", "epochs=20")
@@ -171,7 +173,7 @@ def test_an_interrupted_run_resumes_bit_for_bit(name, corpus, tmp_path, capsys, 
         m.setattr(live.ProgressBar, "on_batch_end", interrupt_at(epoch=3, batch=1))
         assert main(["train", "--quiet", "--scale", "ci", *args, "--out", str(tmp_path / "broken")]) == 130
     with monkeypatch.context() as m:
-        m.setattr("lmcourse.train.restore_rng", lambda state: None)
+        m.setattr("lmcourse.training.trainer.restore_rng", lambda state: None)
         train(capsys, *args, "--out", str(tmp_path / "broken"), "--resume")
     assert not _same(a, _state(tmp_path / "broken"))
 

@@ -1,8 +1,8 @@
-import torch
 import pytest
+import torch
 
-from lmcourse.notebook import cmp
-from lmcourse.results import Results
+from lmcourse.course.cmp import cmp
+from lmcourse.course.results import Results
 
 
 def test_results_persist_and_replace(tmp_path):

@@ -5,15 +5,14 @@ from unittest import mock
 
 import pytest
 import torch
-
-from lmcourse.checkpoint import load_checkpoint
-from lmcourse.live import Callback
-from lmcourse.models import LMConfig
-from lmcourse.rundir import RunDir
-from lmcourse.train import TrainConfig, Trainer, load_run_config
-from lmcourse.vocab import Vocab
-
 from test_train import TRAIN, VALID, V, model, same_weights, weights
+
+from lmcourse.networks.models import LMConfig
+from lmcourse.training.callbacks import Callback
+from lmcourse.training.checkpoint import load_checkpoint
+from lmcourse.training.rundir import RunDir
+from lmcourse.training.trainer import TrainConfig, Trainer, load_run_config
+from lmcourse.vocab import Vocab
 
 DROPOUTS = dict(dropout=0.3, dropouth=0.2, dropouti=0.2, dropoute=0.1, wdrop=0.3)
 EPOCHS, SWITCH = 5, 3  # NT-ASGD switches at the end of epoch 3 (forced by Spoil)
@@ -62,7 +61,7 @@ def run(out_dir, callbacks=(), resume=False, seed=0, on="cpu", **kw):
     """Train (on the CPU unless told: bit-identity is a CPU claim) and return the model and history."""
     m = model(seed=seed, **DROPOUTS)
     trainer = Trainer(m, TRAIN, VALID, settings(out_dir, **kw), callbacks=[Spoil(), *callbacks])
-    with mock.patch("lmcourse.train.device", lambda: torch.device(on)):
+    with mock.patch("lmcourse.training.trainer.device", lambda: torch.device(on)):
         history = trainer.fit(resume=resume)
     return m, history
 

@@ -7,14 +7,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmcourse import live
-from lmcourse.checkpoint import load_checkpoint
+from lmcourse import progress
 from lmcourse.config import seed_everything
-from lmcourse.data import batchify
-from lmcourse.live import Callback, LivePlot, ProgressBar
-from lmcourse.models import LMConfig, RNNLM
-from lmcourse.train import (History, TrainConfig, Trainer, averaged_weights, evaluate, scaled_lr,
-                            should_switch_to_asgd)
+from lmcourse.corpora.data import batchify
+from lmcourse.networks.models import RNNLM, LMConfig
+from lmcourse.training.callbacks import Callback, LivePlot, ProgressBar
+from lmcourse.training.checkpoint import load_checkpoint
+from lmcourse.training.trainer import (
+    History,
+    TrainConfig,
+    Trainer,
+    averaged_weights,
+    evaluate,
+    scaled_lr,
+    should_switch_to_asgd,
+)
 from lmcourse.vocab import Vocab
 
 V = 12
@@ -334,16 +341,16 @@ def test_ar_tar_enter_the_gradient_not_the_reported_loss():
 
 def test_live_callbacks_stay_off_under_ci(monkeypatch):
     monkeypatch.setenv("CI", "1")
-    assert not live.progress_enabled(None) and not live.live_plot_enabled(None)
-    assert live.progress_enabled(True)
-    assert not live.live_plot_enabled(True)  # no IPython kernel here
+    assert not progress.progress_enabled(None) and not progress.live_plot_enabled(None)
+    assert progress.progress_enabled(True)
+    assert not progress.live_plot_enabled(True)  # no IPython kernel here
     trainer = Trainer(model(), TRAIN, VALID, TrainConfig(epochs=1, batch_size=10, eval_batch_size=5, max_batches=2))
     bar, plot = [c for c in trainer.callbacks if isinstance(c, (ProgressBar, LivePlot))]
     trainer.fit()
     assert bar.bar is None and not plot.active
     monkeypatch.delenv("CI")
-    monkeypatch.setattr(live.config, "SCALE", "cpu")
-    assert live.progress_enabled(None)
+    monkeypatch.setattr(progress.config, "SCALE", "cpu")
+    assert progress.progress_enabled(None)
 
 
 def test_progress_bar_and_plot_render(capsys):
@@ -505,8 +512,8 @@ class ShiftedLogProbHead(torch.nn.Module):
 
 
 def test_log_probability_heads_are_scored_with_nll_not_a_second_softmax():
-    from lmcourse.loss import returns_log_probs, token_nll
-    from lmcourse.models import register_head
+    from lmcourse.networks.loss import returns_log_probs, token_nll
+    from lmcourse.networks.models import register_head
     register_head("test-shifted-log-probs", ShiftedLogProbHead)
     plain, shifted = model(tie=False), model(tie=False, head="test-shifted-log-probs")
     shifted.load_state_dict(plain.state_dict())
@@ -567,7 +574,7 @@ def test_an_exception_inside_fit_restores_the_best_weights_and_says_why(tmp_path
 
 
 def test_ctrl_c_during_a_best_save_leaves_history_in_step_with_the_file(tmp_path, monkeypatch):
-    import lmcourse.train as train_module
+    import lmcourse.training.trainer as train_module
     real, calls = train_module.save_checkpoint, []
 
     def interrupted_on_second_save(*args, **kwargs):

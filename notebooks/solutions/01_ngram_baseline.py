@@ -3,8 +3,8 @@ import math
 
 import torch
 
-from lmcourse.data import load_corpus
-from lmcourse.exercises.lesson01 import kn_discount
+from lmcourse.corpora.data import load_corpus
+from lmcourse.course.exercises.lesson01 import kn_discount
 
 
 # 01.continuation

@@ -1,5 +1,5 @@
 """Reference answers to the exercises of lesson 02 (the LSTM from its equations), and wrong answers their checks reject."""
-from lmcourse.gradflow import grad_norm_vs_lag
+from lmcourse.networks.gradflow import grad_norm_vs_lag
 
 
 # 02.cifg

@@ -1,0 +1,11 @@
+"""Corpora: the token streams every lesson reads (floor 1: stands on the top-level base modules only).
+
+- :mod:`.data`: loading PTB, WikiText-2, Tiny Shakespeare or the embedded corpus; ``batchify`` and BPTT batches;
+- :mod:`.download`: fetching the real corpora, atomically and verified by sha256;
+- :mod:`.grammar`: the probabilistic grammar behind the embedded corpus;
+- :mod:`.embedded`: that corpus, generated offline from a seed;
+- :mod:`.oracle`: the grammar's exact next-token probabilities, the floor drawn on every curve.
+"""
+from .data import Corpus, batchify, bptt_batches, load_corpus
+
+__all__ = ["Corpus", "load_corpus", "batchify", "bptt_batches"]

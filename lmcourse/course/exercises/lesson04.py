@@ -1,0 +1,93 @@
+r"""Lesson 04 exercises: the tie itself, which rows get a gradient, the most tying can save.
+
+- ``04.tie``: make the decoder's weight *the same* Parameter as the embedding (Press & Wolf 2017;
+  Inan et al. 2017), so there is one table and one gradient.
+- ``04.rows``: the input embedding gets a gradient only in the rows of the words read; the output
+  embedding in every row, since the softmax's normaliser involves every word.
+- ``04.share-limit``: tying a one-layer model with :math:`E = H` removes :math:`VE` of
+  :math:`N = 2VE + V + 4(2E^2 + 2E)` parameters, a share that tends to :math:`E / (2E + 1)` as
+  :math:`V` grows.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from . import Wrong, exercise
+
+READ, TARGETS, V_ROWS = [1, 3, 1], [3, 1, 4], 6  # exercise 04.rows
+E_LIMIT = 200  # exercise 04.share-limit
+
+
+def _small_untied(V: int = 11, E: int = 6, seed: int = 0):
+    from ...networks.models import RNNLM, LMConfig
+
+    torch.manual_seed(seed)
+    return RNNLM(LMConfig(vocab_size=V, emb_size=E, hidden_size=E, num_layers=1, tie=False))
+
+
+@exercise("04.tie", hint="assign the embedding's Parameter itself: model.head.decoder.weight = model.embedding.weight.")
+def check_tie(answer) -> str:
+    model = _small_untied()
+    before = sum(p.numel() for p in model.parameters())
+    out = answer(model)
+    model = out if out is not None else model
+    E, W = model.embedding.weight, model.head.decoder.weight
+    if W is not E:
+        if torch.equal(W.detach(), E.detach()):
+            raise Wrong("the two tables hold the same numbers but are two Parameters, so they drift apart after the "
+                        "first step: make the decoder use the embedding's Parameter object itself.")
+        raise Wrong("the decoder's weight is still its own matrix: set model.head.decoder.weight to the embedding's "
+                    "Parameter.")
+    saved = before - sum(p.numel() for p in model.parameters())
+    V, d = E.shape
+    if saved != V * d:
+        raise Wrong(f"the parameter count fell by {saved}, not by V x E = {V * d}: only the weight is shared, "
+                    "the decoder keeps its bias.")
+    return "one Parameter, one storage, one gradient: the tied model has V x E fewer numbers to learn."
+
+
+def rows_reference(read=READ, targets=TARGETS, V: int = V_ROWS) -> tuple:
+    """(rows of dL/dE, rows of dL/dW) that are nonzero, for an untied model reading ``read``."""
+    from ...networks.models import RNNLM, LMConfig
+
+    torch.manual_seed(0)
+    model = RNNLM(LMConfig(vocab_size=V, emb_size=4, hidden_size=4, num_layers=1, tie=False))
+    out = model(torch.tensor(read).view(-1, 1))
+    F.cross_entropy(out.logits.view(-1, V), torch.tensor(targets)).backward()
+    rows = lambda g: {int(i) for i in (g.abs().sum(1) > 0).nonzero().flatten()}  # noqa: E731
+    return rows(model.embedding.weight.grad), rows(model.head.decoder.weight.grad)
+
+
+@exercise("04.rows", hint="the lookup E[x_t] touches only the rows of the words read; the softmax's normaliser "
+                          "sums over every word of the vocabulary.")
+def check_rows(answer) -> str:
+    want_in, want_out = rows_reference()
+    if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
+        raise Wrong("give a pair of sets: (rows of the input embedding's gradient, rows of the output's).")
+    got_in, got_out = (set(int(i) for i in a) for a in answer)
+    if got_in != want_in:
+        raise Wrong(f"the input embedding: {sorted(got_in)} is not it. The model reads the words {READ}; "
+                    "which rows does the lookup E[x_t] touch?")
+    if got_out != want_out:
+        raise Wrong(f"the output embedding: {sorted(got_out)} is not it. The softmax's normaliser sums over "
+                    f"all {V_ROWS} words, so which rows does it push down?")
+    return (f"reading {READ} moves rows {sorted(want_in)} of E but all {V_ROWS} rows of W; with tying, every "
+            "row of the shared table learns at every step.")
+
+
+def share_limit_reference(E: int = E_LIMIT) -> float:
+    r""":math:`\lim_{V\to\infty} VE / (2VE + V + 4(2E^2 + 2E)) = E / (2E + 1)`."""
+    return E / (2 * E + 1)
+
+
+@exercise("04.share-limit", hint="write the untied count as V (2E + 1) + 4 (2E^2 + 2E) and the saving as V E; "
+                                 "divide and let V grow.")
+def check_share_limit(answer) -> str:
+    value, want = float(answer), share_limit_reference()
+    if abs(value - want) < 5e-4:
+        return (f"E / (2E + 1) = {want:.4f}: just under a half, because the decoder's bias (V numbers) "
+                "stays untied and the LSTM's share vanishes as V grows.")
+    if abs(value - 0.5) < 5e-4:
+        raise Wrong("close, but not a half: the decoder keeps its bias, V numbers that tying does not remove.")
+    raise Wrong(f"{value:g} is not the limit: as V grows, which terms of the parameter count grow with V?")

@@ -1,0 +1,108 @@
+"""The running results table: every lesson adds its models, and the next lesson starts from it.
+
+Rows live in a small JSON file per (dataset, scale) in the cache folder, so lesson 02's table
+already holds lesson 01's models. A lesson shows its own rows and those of the lessons before it
+(``show(lesson="04")``), never rows that a later lesson left in the file. Published numbers from
+:mod:`lmcourse.literature` sit beside them, each with its source and table.
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .. import literature as lit
+from ..config import DATASET, SCALE, cache_dir
+
+
+@dataclass
+class Row:
+    model: str
+    lesson: str
+    valid_ppl: float | None
+    test_ppl: float | None
+    params: int | None = None
+    note: str = ""
+
+
+class Results:
+    """``Results().add("KN5", "01", valid, test)``; ``.show()`` renders the table."""
+
+    def __init__(self, dataset: str = DATASET, scale: str = SCALE, path: Path | None = None):
+        self.dataset, self.scale = dataset, scale
+        self.path = Path(path) if path else cache_dir() / f"results-{Path(str(dataset)).name}-{scale}.json"
+        self.rows: list[Row] = self._read()
+
+    def _read(self) -> list[Row]:
+        """The stored rows; a damaged file is moved aside (``.corrupt``) with one warning, never lost."""
+        if not self.path.exists():
+            return []
+        try:
+            return [Row(**r) for r in json.loads(self.path.read_text(encoding="utf-8"))]
+        except (ValueError, TypeError, UnicodeDecodeError):
+            aside = self.path.with_name(self.path.name + ".corrupt")
+            os.replace(self.path, aside)
+            warnings.warn(f"The results file {self.path} was damaged (not a list of rows); it was moved to "
+                          f"{aside} and the table starts empty.", RuntimeWarning, stacklevel=3)
+            return []
+
+    def clear_lesson(self, lesson: str) -> "Results":
+        """Drop a lesson's rows (a rerun of that lesson replaces them)."""
+        self.rows = [r for r in self.rows if r.lesson != lesson]
+        return self
+
+    def add(self, model: str, lesson: str, valid_ppl=None, test_ppl=None, params=None, note="") -> "Results":
+        self.rows = [r for r in self.rows if not (r.model == model and r.lesson == lesson)]
+        f = lambda v: None if v is None else round(float(v), 2)  # noqa: E731
+        self.rows.append(Row(model, lesson, f(valid_ppl), f(test_ppl), params, note))
+        self._save()
+        return self
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([asdict(r) for r in self.rows], indent=1))
+        os.replace(tmp, self.path)
+
+    def best(self, exclude=("oracle",)) -> Row:
+        """The model with the lowest test perplexity (the oracle left out)."""
+        rows = [r for r in self.rows if r.test_ppl is not None and r.model not in exclude]
+        return min(rows, key=lambda r: r.test_ppl)
+
+    def markdown(self, lesson: str | None = None, literature=True) -> str:
+        """The table as Markdown: rows of ``lesson`` and earlier lessons (all when None), the given
+        lesson's rows in bold; then the published rows for the dataset (``literature``: True for all,
+        False for none, or a list of model names as in :data:`lmcourse.literature.PUBLISHED`)."""
+        lines = [f"**{self.dataset}**, scale `{self.scale}`", "",
+                 "| model | lesson | params | valid ppl | test ppl | note |", "|---|---|---:|---:|---:|---|"]
+        num = lambda v: "" if v is None else f"{v:,.2f}" if isinstance(v, float) else f"{v:,}"  # noqa: E731
+        rows = [r for r in self.rows if lesson is None or r.lesson <= lesson]
+        for r in sorted(rows, key=lambda r: (r.lesson, -(r.test_ppl or 0))):
+            name = f"**{r.model}**" if lesson is not None and r.lesson == lesson else r.model
+            lines.append(f"| {name} | {r.lesson} | {num(r.params)} | {num(r.valid_ppl)} | {num(r.test_ppl)} | {r.note} |")
+        for p in self._published(literature):
+            lines.append(f"| *{p.model}* | paper | {p.params} | {num(p.valid)} | {num(p.test)} | {p.citation} |")
+        return "\n".join(lines)
+
+    def _published(self, literature) -> list:
+        if literature is False or literature is None:
+            return []
+        rows = lit.rows(str(self.dataset))
+        if literature is True:
+            return rows
+        wanted = list(literature)
+        missing = [m for m in wanted if m not in {p.model for p in rows}]
+        if missing:
+            raise KeyError(f"No published row {missing[0]!r} for {self.dataset!r}: see lmcourse.literature.PUBLISHED.")
+        return [p for p in rows if p.model in wanted]
+
+    def show(self, lesson: str | None = None, literature=True):
+        """Render in a notebook (Markdown), or print the Markdown elsewhere; see :meth:`markdown`."""
+        text = self.markdown(lesson, literature)
+        try:
+            from IPython.display import Markdown, display
+            display(Markdown(text))
+        except ImportError:
+            print(text)

@@ -1,0 +1,331 @@
+r"""The recurrent language model: embedding, a stack of LSTM layers, an output head.
+
+For a token stream :math:`x_1 \dots x_T` the model computes
+
+.. math::
+
+    e_t = E[x_t], \qquad h^{(\ell)}_t = \mathrm{LSTM}_\ell(h^{(\ell-1)}_t, h^{(\ell)}_{t-1}),
+    \qquad p(x_{t+1} \mid x_{\le t}) = \operatorname{softmax}(W g_t + b),
+
+with :math:`h^{(0)}_t = e_t` and :math:`g_t` the last layer's output after output dropout. The
+layers are separate single-layer LSTMs so that each can be wrapped by weight drop and every
+intermediate output can be seen (the AWD-LSTM layout, Merity et al. 2018). Layer 0
+maps the embedding size E to the hidden size H, middle layers H to H, and the last layer H to E when
+the decoder is tied to the embedding (Press & Wolf 2016; Inan et al. 2016), else H to H.
+
+The forward pass applies the regularisers in the AWD-LSTM order (awd-lstm-lm code, ``model.py``): embedding dropout
+over word types (training only), dropout on the embeddings (``dropouti``), each layer with dropout
+between layers (``dropouth``), dropout on the last output (``dropout``), then the head.
+
+The head is a small module ``forward(g (T, B, E_last)) -> logits (T, B, V)``. ``softmax`` is a
+linear decoder; other heads (the mixture of softmaxes) register themselves with
+:func:`register_head` and return log-probabilities, which ``log_softmax`` leaves unchanged.
+"""
+from __future__ import annotations
+
+import importlib
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterator, NamedTuple, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..lm import LanguageModel, check_tokens
+from . import dropout as _dropout
+from .lstm import LSTM as EquationsLSTM
+
+CELLS = ("fast", "equations")
+DROPOUT_KINDS = ("locked", "standard")
+DROPOUT_FIELDS = ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "dropoutl")
+
+
+@dataclass
+class LMConfig:
+    """Everything that defines an :class:`RNNLM`; plain types only, so it saves as a dict.
+
+    Defaults are the AWD-LSTM sizes (emb 400, hidden 1150, 3 layers; Merity et al. 2018) with every
+    regulariser off. ``last_size`` is the last layer's output size (default: E when tied, else H);
+    ``n_experts`` and ``dropoutl`` are read only by the ``mos`` head (Yang et al. 2018).
+    """
+
+    vocab_size: int
+    emb_size: int = 400
+    hidden_size: int = 1150
+    num_layers: int = 3
+    cell: str = "fast"
+    tie: bool = False
+    dropout: float = 0.0
+    dropouth: float = 0.0
+    dropouti: float = 0.0
+    dropoute: float = 0.0
+    wdrop: float = 0.0
+    dropout_kind: str = "locked"
+    init_range: float = 0.1
+    head: str = "softmax"
+    last_size: Optional[int] = None
+    n_experts: int = 1
+    dropoutl: float = 0.0
+
+    def __post_init__(self):
+        for name in ("vocab_size", "emb_size", "hidden_size", "num_layers", "n_experts"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"LMConfig.{name} must be a positive integer, got {value!r}.")
+        if self.cell not in CELLS:
+            raise ValueError(f"LMConfig.cell={self.cell!r} is not a cell: use 'fast' (torch.nn.LSTM) "
+                             "or 'equations' (lmcourse.networks.lstm.LSTM).")
+        if self.dropout_kind not in DROPOUT_KINDS:
+            raise ValueError(f"LMConfig.dropout_kind={self.dropout_kind!r} is unknown: use 'locked' or 'standard'.")
+        for name in DROPOUT_FIELDS:
+            p = getattr(self, name)
+            if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+                raise ValueError(f"LMConfig.{name}={p!r} is not a dropout probability: give a number in [0, 1).")
+        if not self.init_range > 0:
+            raise ValueError(f"LMConfig.init_range must be > 0, got {self.init_range!r}.")
+        if self.last_size is None:
+            self.last_size = self.emb_size if self.tie else self.hidden_size
+        if self.tie and self.head == "softmax" and self.last_size != self.emb_size:
+            raise ValueError(f"A tied softmax needs the last layer to output emb_size={self.emb_size}, "
+                             f"but last_size={self.last_size}: leave last_size unset or set tie=False.")
+
+    def layer_sizes(self) -> list[tuple[int, int]]:
+        """(input, output) size of each LSTM layer: E->H, H->H, ..., H->last."""
+        inputs = [self.emb_size] + [self.hidden_size] * (self.num_layers - 1)
+        outputs = [self.hidden_size] * (self.num_layers - 1) + [self.last_size]
+        return list(zip(inputs, outputs))
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class LMOutput(NamedTuple):
+    """What :meth:`RNNLM.forward` returns."""
+
+    logits: torch.Tensor  # (T, B, V)
+    h: torch.Tensor  # (T, B, E_last): last layer's output before output dropout
+    state: list  # [(h, c)] per layer, each (1, B, H_l)
+    raw_outputs: list  # per-layer outputs before dropout, each (T, B, H_l)
+    outputs: list  # per-layer outputs after dropout, each (T, B, H_l)
+
+
+class RNNState(NamedTuple):
+    """The step-interface state: the LSTM state per layer and the next-token log-probabilities."""
+
+    hidden: list  # [(h, c)] per layer, each (1, B, H_l)
+    log_probs: torch.Tensor  # (B, V)
+
+
+# ------------------------------------------------------------------------------------- heads
+
+class SoftmaxHead(nn.Module):
+    r"""The linear decoder :math:`z_t = W g_t + b`, with :math:`W` optionally the embedding matrix."""
+
+    def __init__(self, in_size: int, vocab_size: int, init_range: float, tied_weight: Optional[nn.Parameter] = None):
+        super().__init__()
+        self.decoder = nn.Linear(in_size, vocab_size)
+        nn.init.uniform_(self.decoder.weight, -init_range, init_range)
+        nn.init.zeros_(self.decoder.bias)
+        if tied_weight is not None:
+            self.decoder.weight = tied_weight  # (V, E): one matrix for input and output
+
+    def forward(self, g: torch.Tensor) -> torch.Tensor:  # (T, B, E) -> (T, B, V)
+        return self.decoder(g)
+
+
+HeadFactory = Callable[[LMConfig, nn.Embedding, int], nn.Module]
+HEADS: dict[str, HeadFactory] = {}
+
+
+def register_head(name: str, factory: HeadFactory) -> None:
+    """Make ``LMConfig(head=name)`` build ``factory(config, embedding, in_size)``."""
+    HEADS[name] = factory
+
+
+def _softmax_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
+    tied = embedding.weight if config.tie else None
+    return SoftmaxHead(in_size, config.vocab_size, config.init_range, tied)
+
+
+register_head("softmax", _softmax_head)
+
+
+def build_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
+    """The head named by ``config.head``; a module ``lmcourse.<name>`` may register it on import."""
+    if config.head not in HEADS:
+        try:
+            importlib.import_module(f"{__package__}.{config.head}")
+        except ModuleNotFoundError:
+            pass
+    if config.head not in HEADS:
+        raise ValueError(f"LMConfig.head={config.head!r} is unknown: use one of {', '.join(sorted(HEADS))}.")
+    return HEADS[config.head](config, embedding, in_size)
+
+
+# ----------------------------------------------------------------------------- building blocks
+
+def make_dropout(p: float, kind: str) -> nn.Module:
+    """Locked dropout (one mask per sequence, Gal & Ghahramani 2016) or standard (a fresh mask per element)."""
+    if p == 0:
+        return nn.Identity()
+    return _dropout.LockedDropout(p) if kind == "locked" else _dropout.StandardDropout(p)
+
+
+def make_lstm(input_size: int, hidden_size: int, cell: str, wdrop: float) -> nn.Module:
+    """One single-layer LSTM, wrapped by weight drop on :math:`W_{hh}` when ``wdrop > 0``."""
+    rnn = (nn.LSTM if cell == "fast" else EquationsLSTM)(input_size, hidden_size, 1)
+    return _dropout.WeightDrop(rnn, wdrop) if wdrop > 0 else rnn
+
+
+def log_softmax(logits: torch.Tensor) -> torch.Tensor:  # (..., V) -> (..., V)
+    r""":math:`z_v - \log\sum_u e^{z_u}`, computed in at least float32 precision."""
+    return F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+
+
+@contextmanager
+def inference(model: nn.Module):
+    """Evaluation mode without gradients; the module's previous train/eval mode comes back on exit."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
+
+
+# ----------------------------------------------------------------------------------- the model
+
+class RNNLM(nn.Module, LanguageModel):
+    """The LSTM language model of the course (see the module docstring for the equations)."""
+
+    def __init__(self, config: LMConfig):
+        super().__init__()
+        if not isinstance(config, LMConfig):
+            raise TypeError(f"RNNLM needs an LMConfig, got {type(config).__name__}: "
+                            "build one with LMConfig(vocab_size=...).")
+        self.config = config
+        self.name = f"LSTM {config.num_layers}x{config.hidden_size}" + (" tied" if config.tie else "")
+        self.vocab = None
+        self.embedding = nn.Embedding(config.vocab_size, config.emb_size)
+        nn.init.uniform_(self.embedding.weight, -config.init_range, config.init_range)
+        self.rnns = nn.ModuleList(make_lstm(i, o, config.cell, config.wdrop) for i, o in config.layer_sizes())
+        kind = config.dropout_kind
+        self.drop_i = make_dropout(config.dropouti, kind)
+        self.drop_h = make_dropout(config.dropouth, kind)
+        self.drop_o = make_dropout(config.dropout, kind)
+        self.head = build_head(config, self.embedding, config.last_size)
+
+    # ------------------------------------------------------------------ forward and state
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:  # (T, B) -> (T, B, E)
+        """Embedding lookup, with whole word types dropped in training (``dropoute``, Merity et al. 2018)."""
+        if self.training and self.config.dropoute > 0:
+            return _dropout.embedding_dropout(self.embedding, x, self.config.dropoute, training=True)
+        return self.embedding(x)
+
+    def forward(self, x: torch.Tensor, state: Optional[list] = None) -> LMOutput:
+        """Read ``x`` (T, B) from ``state`` (zeros when None); see :class:`LMOutput`."""
+        if x.dim() != 2:
+            raise ValueError(f"RNNLM reads token ids of shape (T, B), got shape {tuple(x.shape)}: "
+                             "use x.view(-1, 1) for a single stream.")
+        if state is None:
+            state = self.init_state(x.shape[1])
+        inp = self.drop_i(self.embed(x))  # (T, B, E)
+        raw_outputs, outputs, new_state = [], [], []
+        last = len(self.rnns) - 1
+        for layer, rnn in enumerate(self.rnns):
+            out, s = rnn(inp, state[layer])  # (T, B, H_l)
+            raw_outputs.append(out)
+            new_state.append(s)
+            inp = self.drop_h(out) if layer < last else self.drop_o(out)
+            outputs.append(inp)
+        logits = self.head(inp)  # (T, B, V)
+        return LMOutput(logits, raw_outputs[-1], new_state, raw_outputs, outputs)
+
+    def init_state(self, batch_size: int) -> list:
+        """Zero (h, c) for every layer, on the model's device and dtype."""
+        w = self.embedding.weight
+        return [(w.new_zeros(1, batch_size, o), w.new_zeros(1, batch_size, o)) for _, o in self.config.layer_sizes()]
+
+    @staticmethod
+    def detach_state(state: list) -> list:
+        """Cut the graph behind the state (truncated backpropagation through time)."""
+        return [(h.detach(), c.detach()) for h, c in state]
+
+    def num_parameters(self) -> int:
+        r"""Trainable numbers, tied weights counted once.
+
+        Per layer :math:`4(H(I+H) + 2H)`; embedding :math:`VE`; decoder :math:`V H_{last} + V`, less
+        :math:`VE` when tied (PyTorch's LSTM has two bias vectors, ``b_ih`` and ``b_hh``).
+        """
+        return sum(p.numel() for p in self.parameters())
+
+    # ------------------------------------------------------------ the LanguageModel interface
+
+    @property
+    def device(self) -> torch.device:
+        return self.embedding.weight.device
+
+    @property
+    def eos(self) -> int:
+        """The id of ``<eos>`` in ``self.vocab``; every scored stream reads as if preceded by it."""
+        if self.vocab is None:
+            raise ValueError("This model has no vocabulary: "
+                             "set model.vocab = corpus.vocab so it knows the id of <eos>.")
+        return self.vocab.eos
+
+    def stream(self, tokens, bptt: int = 2000) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        r"""Read a stream as :meth:`score` does and yield, chunk by chunk, ``(logits, h)``.
+
+        ``logits`` (t, V) score :math:`x_s` given :math:`x_{<s}` for the chunk's ``t`` positions (for a
+        mixture-of-softmaxes head they are already log-probabilities); ``h`` (t, E_last) is the last
+        layer's output that produced them, the vector a neural cache stores. The chunks cover the
+        stream in order; the state is carried across them. This is the protocol the cache and
+        dynamic evaluation build on: anything that yields it can be wrapped by them.
+        """
+        tokens = check_tokens(tokens, self.config.vocab_size)
+        if isinstance(bptt, bool) or not isinstance(bptt, int) or bptt < 1:
+            raise ValueError(f"bptt must be a positive integer (the chunk length), got {bptt!r}.")
+        tokens = tokens.to(self.device)
+        inputs = torch.cat([tokens.new_full((1,), self.eos), tokens[:-1]])  # (N,)
+        state = None
+        for i in range(0, tokens.numel(), bptt):
+            with inference(self):  # entered per chunk, so no mode leaks to the caller between yields
+                out = self(inputs[i:i + bptt].view(-1, 1), state)
+            state = out.state
+            yield out.logits[:, 0], out.h[:, 0]  # (t, V), (t, E_last)
+
+    def score(self, tokens, bptt: int = 2000) -> torch.Tensor:  # (N,) -> (N,) float64
+        r""":math:`\log p(x_t \mid x_{<t})` for every token, state carried across chunks of ``bptt``."""
+        tokens = check_tokens(tokens, self.config.vocab_size).to(self.device)
+        pieces, i = [], 0
+        for logits, _ in self.stream(tokens, bptt):
+            t = logits.size(0)
+            pieces.append(log_softmax(logits).gather(1, tokens[i:i + t].view(-1, 1)).squeeze(1))  # (t,)
+            i += t
+        return torch.cat(pieces).double().cpu()
+
+    def start(self, batch_size: int = 1) -> RNNState:
+        """A state that has read the implicit leading ``<eos>`` in each of ``batch_size`` rows."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        empty = RNNState(self.init_state(batch_size), None)
+        return self.advance(empty, torch.full((batch_size,), self.eos, dtype=torch.long))
+
+    def next_log_probs(self, state: RNNState) -> torch.Tensor:  # (B, V)
+        return state.log_probs
+
+    def advance(self, state: RNNState, x: torch.Tensor) -> RNNState:
+        """Read one token per row, ``x`` (B,)."""
+        x = torch.as_tensor(x, device=self.device).long().view(1, -1)  # (1, B)
+        with inference(self):
+            out = self(x, state.hidden)
+        return RNNState(out.state, log_softmax(out.logits[0]))
+
+    def reorder(self, state: RNNState, index: torch.Tensor) -> RNNState:
+        """Keep rows ``index`` (B',) of every tensor in the state."""
+        index = torch.as_tensor(index, device=self.device).long()
+        hidden = [(h.index_select(1, index), c.index_select(1, index)) for h, c in state.hidden]
+        return RNNState(hidden, state.log_probs.index_select(0, index))

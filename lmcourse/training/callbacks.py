@@ -1,0 +1,210 @@
+"""Watching a training run: the callback hooks, a progress bar and a live perplexity curve.
+
+A callback sees the trainer at four moments (plus the start of each epoch)::
+
+    on_train_begin(trainer)
+    on_epoch_begin(trainer, epoch)
+    on_batch_end(trainer, batch_idx, loss)     # loss: a 0-d tensor, not yet synced to the host
+    on_epoch_end(trainer, row)                 # row: the epoch's history row (a dict)
+    on_train_end(trainer)
+
+Setting ``trainer.stop = True`` in any hook ends training after the current batch.
+
+:class:`ProgressBar` (``tqdm.auto``: a widget in a notebook, text in a terminal) and
+:class:`LivePlot` (train and validation perplexity per epoch, redrawn in place in a notebook) are
+added by the trainer on their own; both stay off when the ``CI`` variable is set or at the ``ci``
+scale, and the plot also outside an IPython kernel.
+"""
+from __future__ import annotations
+
+import io
+import math
+import time
+from typing import Optional
+
+import torch
+
+from ..networks.loss import evaluate
+from ..progress import live_plot_enabled, progress_enabled
+
+
+class Callback:
+    """Hooks called by :class:`lmcourse.training.trainer.Trainer`; override the ones you need."""
+
+    def on_train_begin(self, trainer) -> None:
+        pass
+
+    def on_epoch_begin(self, trainer, epoch: int) -> None:
+        pass
+
+    def on_batch_end(self, trainer, batch_idx: int, loss) -> None:
+        pass
+
+    def on_epoch_end(self, trainer, row: dict) -> None:
+        pass
+
+    def on_train_end(self, trainer) -> None:
+        pass
+
+
+def _fmt_ppl(value: float) -> str:
+    return f"{value:.2f}" if math.isfinite(value) else str(value)
+
+
+def _choose(own: Optional[bool], trainer, key: str) -> Optional[bool]:
+    """A callback's own switch wins; else the trainer's ``config.<key>`` decides (None: automatic)."""
+    return own if own is not None else getattr(trainer.config, key, None)
+
+
+class ProgressBar(Callback):
+    """One ``tqdm`` bar per epoch over its batches, with the running loss; a summary line per epoch.
+
+    The loss is read from the device only every ``every`` batches, so the bar costs no
+    synchronisation on the other batches. ``enabled``: True, False, or None (the trainer's
+    ``config.progress``, automatic when that is None too).
+    """
+
+    def __init__(self, every: int = 20, enabled: Optional[bool] = None):
+        self.every = every
+        self.enabled = enabled
+        self.bar = None
+
+    def on_train_begin(self, trainer) -> None:
+        if progress_enabled(_choose(self.enabled, trainer, "progress")):
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=trainer.batches_per_epoch(), unit="batch", dynamic_ncols=True)
+
+    def on_epoch_begin(self, trainer, epoch: int) -> None:
+        if self.bar is not None:
+            self.bar.reset(total=trainer.batches_per_epoch())
+            self.bar.set_description(f"epoch {epoch}/{trainer.config.epochs}")
+
+    def on_batch_end(self, trainer, batch_idx: int, loss) -> None:
+        if self.bar is None:
+            return
+        self.bar.update(1)
+        if (batch_idx + 1) % self.every == 0:
+            value = float(loss)
+            self.bar.set_postfix(loss=f"{value:.3f}", ppl=_fmt_ppl(math.exp(min(value, 50.0))), refresh=False)
+
+    def on_epoch_end(self, trainer, row: dict) -> None:
+        if self.bar is not None:
+            self.bar.write(f"epoch {row['epoch']:3d} | train ppl {_fmt_ppl(row['train_ppl'])} | "
+                           f"valid ppl {_fmt_ppl(row['valid_ppl'])} | lr {row['lr']:.4g} | {row['optimizer']} | "
+                           f"{row['tokens_per_s']:.0f} tok/s")
+
+    def on_train_end(self, trainer) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class LivePlot(Callback):
+    """Train and validation perplexity, redrawn in place; ``floor`` draws a horizontal line.
+
+    The figure is rendered to PNG and shown through one display handle, so a notebook keeps a single
+    image that changes while training runs. Per epoch it draws the train and validation
+    perplexities. Within an epoch it adds ``points`` (fractional epoch, train ppl, valid ppl):
+
+    - by default a running training perplexity, the mean over the batches since the last point, at
+      most one every ``redraw_s`` seconds (valid ppl None);
+    - with ``valid`` (a 1-D token stream, e.g. a slice of the validation split) and ``every``, one
+      point every ``every`` batches with that slice's perplexity too, so even a single epoch shows
+      a validation curve.
+
+    Epochs trained with averaged weights are marked. ``enabled``: True, False, or None (the
+    trainer's ``config.live_plot``, automatic when that is None too); it never draws outside an
+    IPython kernel, but ``points`` are recorded whenever ``valid``/``every`` are given.
+    """
+
+    def __init__(self, floor: Optional[float] = None, floor_label: str = "oracle", title: str = "perplexity",
+                 enabled: Optional[bool] = None, redraw_s: float = 3.0, valid=None, every: Optional[int] = None):
+        if (valid is None) != (every is None):
+            raise ValueError("Give LivePlot both valid= (a token stream) and every= (batches), or neither.")
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise ValueError(f"LivePlot(every=...) must be a positive number of batches, got {every!r}.")
+        self.floor, self.floor_label, self.title = floor, floor_label, title
+        self.enabled, self.redraw_s, self.valid, self.every = enabled, redraw_s, valid, every
+        self.active = False
+        self.handle = None
+        self.points: list = []
+
+    def on_train_begin(self, trainer) -> None:
+        self.active = live_plot_enabled(_choose(self.enabled, trainer, "live_plot"))
+        self.handle, self.points, self._pending, self._batch = None, [], [], 0
+        self._last = time.perf_counter()
+        if self.valid is not None:
+            from ..corpora.data import batchify
+            self._valid = batchify(self.valid, min(10, len(self.valid) // 2)).to(trainer.device)  # (T, B)
+
+    def on_batch_end(self, trainer, batch_idx: int, loss) -> None:
+        self._batch = batch_idx
+        if self.every is not None:
+            self._pending.append(loss.detach())
+            if (batch_idx + 1) % self.every == 0:
+                self._record(trainer, batch_idx)
+        elif self.active:
+            self._pending.append(loss.detach())
+            if time.perf_counter() - self._last >= self.redraw_s:
+                self._record(trainer, batch_idx)
+
+    def _record(self, trainer, batch_idx: int) -> None:
+        mean = float(torch.stack(self._pending).float().mean())
+        self._pending = []
+        valid_ppl = None
+        if self.every is not None:
+            valid_ppl = math.exp(evaluate(trainer.model, self._valid, trainer.config.bptt))  # restores train mode
+        x = trainer.epoch - 1 + (batch_idx + 1) / max(trainer.batches_per_epoch(), 1)
+        self.points.append((x, math.exp(min(mean, 50.0)), valid_ppl))
+        if self.active:
+            self._show(trainer.history.rows)
+
+    def render(self, rows: list, points: Optional[list] = None) -> bytes:
+        """The curves of ``rows`` (history rows) and within-epoch ``points`` as PNG bytes."""
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(6, 3.5), dpi=90)
+        ax = fig.add_subplot()
+        points = points or []
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], "-", color="tab:blue", alpha=0.4,
+                    label="train (running)")
+        if any(p[2] is not None for p in points):
+            ax.plot([p[0] for p in points], [p[2] for p in points], "-", color="tab:orange", alpha=0.6,
+                    label="valid (slice)")
+        epochs = [r["epoch"] for r in rows]
+        ax.plot(epochs, [r["train_ppl"] for r in rows], "o-", label="train")
+        ax.plot(epochs, [r["valid_ppl"] for r in rows], "s-", label="valid")
+        switch = next((r["epoch"] for r in rows if r.get("optimizer") == "asgd"), None)
+        if switch is not None and switch > rows[0]["epoch"]:
+            ax.axvline(switch - 0.5, color="grey", linestyle=":", label="averaging starts")
+        if self.floor is not None:
+            ax.axhline(self.floor, color="black", linestyle="--", label=f"{self.floor_label} {self.floor:.1f}")
+        finite = [v for r in rows for v in (r["train_ppl"], r["valid_ppl"]) if math.isfinite(v) and v > 0]
+        if finite or points:
+            ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("perplexity")
+        ax.set_title(self.title)
+        ax.legend(loc="upper right")
+        ax.grid(True, which="both", alpha=0.3)
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+    def on_epoch_end(self, trainer, row: dict) -> None:
+        if self.every is not None and self._pending:  # close the curve at the epoch's last batch
+            self._record(trainer, self._batch)
+        if self.active:
+            self._show(trainer.history.rows)
+
+    def _show(self, rows: list) -> None:
+        from IPython.display import Image, display
+
+        self._last = time.perf_counter()
+        image = Image(data=self.render(rows, self.points))
+        if self.handle is None:
+            self.handle = display(image, display_id=True)
+        else:
+            self.handle.update(image)

@@ -1,0 +1,98 @@
+"""Runs that train once: a lesson's long training is saved the first time and loaded after.
+
+A lesson that trains for minutes calls::
+
+    run = train_or_load("06-mos", settings, train_fn, vocab)
+    model, rows = run.model, run.history      # rows: the training history, one dict per epoch
+
+``settings`` is a dict of everything that decides the result (sizes, epochs, learning rate, seed);
+the dataset, the scale and a fingerprint of the corpus (its vocabulary, and the embedded corpus's
+format version) are added. Their hash names the file, ``<cache>/runs/<name>-<hash>.pt``,
+so changing any knob trains again, and putting it back loads the earlier run. ``train_fn()`` must
+return ``(model, history)``; only a run that finished is stored (an interrupted one is not
+mistaken for a result). At the ``ci`` scale nothing is cached, so the tests always exercise the
+training code. ``retrain=True`` or ``LMCOURSE_RETRAIN=1`` ignores the stored run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from .. import config
+from ..corpora.embedded import FORMAT as EMBEDDED_FORMAT
+from ..errors import CheckpointError
+from .checkpoint import load_checkpoint, save_checkpoint
+
+__all__ = ["CachedRun", "train_or_load", "run_path", "corpus_fingerprint"]
+
+
+@dataclass
+class CachedRun:
+    model: object  # the RNNLM at its best validation weights
+    history: list  # one dict per epoch
+    loaded: bool  # True when read from disk instead of trained
+    path: Optional[Path]
+
+
+def corpus_fingerprint(vocab) -> str:
+    """A short hash of the vocabulary's tokens in order, and of the embedded corpus's format version.
+
+    A run trained on another version of a corpus is then never loaded as this one's.
+    """
+    tokens = getattr(vocab, "itos", None)
+    if tokens is None:
+        raise TypeError(f"train_or_load needs the corpus's Vocab (corpus.vocab), got {type(vocab).__name__}.")
+    blob = json.dumps({"tokens": list(tokens), "embedded_format": EMBEDDED_FORMAT})
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _key(name: str, settings: dict, vocab) -> str:
+    blob = json.dumps({"name": name, "settings": settings, "dataset": str(config.DATASET), "scale": config.SCALE,
+                       "corpus": corpus_fingerprint(vocab)}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def run_path(name: str, settings: dict, vocab) -> Path:
+    """Where the run ``name`` with these ``settings``, on the corpus of ``vocab``, is stored."""
+    if not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise ValueError(f"A run name must be a plain file name such as '06-mos', got {name!r}.")
+    return config.cache_dir() / "runs" / f"{name}-{_key(name, settings, vocab)}.pt"
+
+
+def _wanted(retrain: Optional[bool]) -> bool:
+    if retrain is not None:
+        return not retrain
+    return config.SCALE != "ci" and os.environ.get("LMCOURSE_RETRAIN", "") in ("", "0")
+
+
+def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], vocab,
+                  retrain: Optional[bool] = None) -> CachedRun:
+    """Load the finished run ``name`` trained with ``settings``, or train it with ``train_fn`` and store it."""
+    path = run_path(name, settings, vocab)
+    if _wanted(retrain) and path.is_file():
+        try:
+            model, info = load_checkpoint(path, vocab=vocab)
+        except CheckpointError as err:  # damaged, or made with another vocabulary: train again
+            warnings.warn(f"The stored run '{name}' cannot be used ({err}); training it again.", RuntimeWarning,
+                          stacklevel=2)
+            model, info = None, {"extra": {}}
+        extra = info["extra"]
+        if extra.get("complete"):
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(extra.get("saved_at", path.stat().st_mtime)))
+            print(f"Loaded the finished run '{name}' trained on {when} ({len(info['history'])} epochs) from "
+                  f"{path}. Set RETRAIN = True, or LMCOURSE_RETRAIN=1, to train it again.")
+            return CachedRun(model, info["history"], True, path)
+    model, history = train_fn()
+    rows = list(getattr(history, "rows", history) or [])
+    if config.SCALE == "ci":
+        return CachedRun(model, rows, False, None)
+    extra = {"run": name, "settings": settings, "complete": getattr(history, "stop_reason", "completed") == "completed",
+             "saved_at": time.time()}
+    save_checkpoint(path, model, vocab, rows, extra)
+    return CachedRun(model, rows, False, path)

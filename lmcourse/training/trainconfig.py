@@ -1,0 +1,142 @@
+"""The settings of a training run (:class:`TrainConfig`) and the record it keeps (:class:`History`).
+
+Both are plain dataclasses, so a run's settings and history save as JSON (see
+:mod:`lmcourse.training.rundir`) and come back with :func:`load_run_config`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..networks.models import LMConfig
+from .optim import OPTIMIZERS
+from .rundir import RunDir
+
+__all__ = ["TrainConfig", "History", "load_run_config", "RESUMABLE_CHANGES", "MIN_WINDOW"]
+
+RESUMABLE_CHANGES = ("epochs", "progress", "live_plot", "checkpoint", "out_dir")  # may differ when resuming
+MIN_WINDOW = 5  # the shortest variable-BPTT window (Merity et al. 2018, Section 4.1)
+
+
+def _positive_int(value, name: str, allow_none: bool = False) -> None:
+    if allow_none and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"TrainConfig.{name} must be a positive integer, got {value!r}.")
+
+
+def _non_negative(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"TrainConfig.{name} must be a finite number >= 0, got {value!r}.")
+
+
+@dataclass
+class TrainConfig:
+    """How to train; the defaults are pytorch/examples' (lr 20, clip 0.25, batch 20, bptt 35).
+
+    ``optimizer``: ``sgd`` (rate divided by ``lr_decay`` when validation does not improve; 1 keeps
+    it), ``ntasgd`` (SGD, then averaged SGD once validation stalls for ``nonmono`` epochs), ``asgd``
+    (averaging from the first step) or ``adam`` (decays like ``sgd``). ``clip``: the gradient-norm
+    bound (0 or None: none). ``alpha``, ``beta``: AR and TAR weights (AWD-LSTM uses 2 and 1).
+    ``decay_after``: a fixed schedule instead: after every epoch from this one on, divide the rate
+    by ``lr_decay`` whatever validation says (Zaremba et al. 2014, Section 4.1: after 6 epochs, by
+    1.2 after each epoch). ``stop_nonmono``: end the run as soon as the validation loss is worse than
+    the best of the epochs before the last ``nonmono`` ones, NT-ASGD's trigger used as a stopping
+    rule (stop_reason ``'non-monotone'``; the awd-lstm-lm code's ``finetune.py``).
+    ``variable_bptt``: AWD-LSTM's random window lengths; ``max_seq_len_delta``: cap them at
+    ``bptt + delta`` (None: no cap). ``small_batch_size``: read the batch in sub-batches of at most
+    this many columns per process, accumulating the gradient (None: all at once).
+    ``checkpoint``: a path that receives the best model. ``out_dir``: a folder for the whole run
+    (config, history, best and last state, curves), which ``Trainer.fit(resume=True)`` continues.
+    ``max_batches``: a cap per epoch. ``progress``, ``live_plot``: True, False or None (automatic:
+    on, except under ``CI`` or at the ``ci`` scale; the plot only in a notebook).
+    """
+
+    epochs: int
+    batch_size: int = 20
+    eval_batch_size: int = 10
+    bptt: int = 35
+    lr: float = 20.0
+    clip: float = 0.25
+    optimizer: str = "sgd"
+    lr_decay: float = 4.0
+    weight_decay: float = 0.0
+    variable_bptt: bool = False
+    alpha: float = 0.0
+    beta: float = 0.0
+    nonmono: int = 5
+    seed: int = 1111
+    checkpoint: Optional[str] = None
+    max_batches: Optional[int] = None
+    progress: Optional[bool] = None
+    live_plot: Optional[bool] = None
+    small_batch_size: Optional[int] = None
+    max_seq_len_delta: Optional[int] = None
+    out_dir: Optional[str] = None
+    decay_after: Optional[int] = None
+    stop_nonmono: bool = False
+
+    def __post_init__(self):
+        for name in ("epochs", "batch_size", "eval_batch_size", "bptt", "nonmono"):
+            _positive_int(getattr(self, name), name)
+        for name in ("max_batches", "small_batch_size", "decay_after"):
+            _positive_int(getattr(self, name), name, allow_none=True)
+        if self.clip is None:
+            self.clip = 0.0  # no clipping
+        for name in ("lr", "clip", "weight_decay", "alpha", "beta"):
+            _non_negative(getattr(self, name), name)
+        if not isinstance(self.stop_nonmono, bool):
+            raise ValueError(f"TrainConfig.stop_nonmono must be True or False, got {self.stop_nonmono!r}.")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"TrainConfig.optimizer={self.optimizer!r} is unknown: "
+                             f"use one of {', '.join(OPTIMIZERS)}.")
+        if not (isinstance(self.lr_decay, (int, float)) and self.lr_decay >= 1):
+            raise ValueError(f"TrainConfig.lr_decay must be >= 1 (1 keeps the rate), got {self.lr_decay!r}.")
+        small = self.small_batch_size
+        if small is not None and small < self.batch_size and self.batch_size % small:
+            raise ValueError(f"TrainConfig.small_batch_size={small} does not divide batch_size={self.batch_size}: "
+                             "use a divisor, so every sub-batch has the same number of columns.")
+        delta = self.max_seq_len_delta
+        if delta is not None:
+            if isinstance(delta, bool) or not isinstance(delta, int) or delta < 0:
+                raise ValueError(f"TrainConfig.max_seq_len_delta must be an integer >= 0 or None, got {delta!r}.")
+            if self.bptt + delta < MIN_WINDOW:
+                raise ValueError(f"bptt + max_seq_len_delta = {self.bptt + delta} is below the shortest window "
+                                 f"({MIN_WINDOW}): raise max_seq_len_delta.")
+        for name in ("checkpoint", "out_dir"):
+            if getattr(self, name) is not None:
+                setattr(self, name, str(getattr(self, name)))
+
+
+@dataclass
+class History:
+    """One row (a dict) per epoch, the best row by validation loss, why training stopped, and
+    ``start``: the validation loss and perplexity of the starting weights."""
+
+    rows: list = field(default_factory=list)
+    best: Optional[dict] = None
+    stop_reason: Optional[str] = None
+    start: Optional[dict] = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def column(self, name: str) -> list:
+        """The values of one field over the epochs, e.g. ``history.column('valid_ppl')``."""
+        return [row.get(name) for row in self.rows]
+
+    def as_dict(self) -> dict:
+        """Columns: ``{field: [value per epoch]}``."""
+        names = list(dict.fromkeys(k for row in self.rows for k in row))
+        return {name: self.column(name) for name in names}
+
+    def state(self) -> dict:
+        """Everything, as plain data (what ``history.json`` holds)."""
+        return {"rows": self.rows, "best": self.best, "start": self.start, "stop_reason": self.stop_reason}
+
+
+def load_run_config(out_dir) -> tuple[LMConfig, TrainConfig]:
+    """The model and training settings a run in ``out_dir`` was started with (its ``config.json``)."""
+    config = RunDir(out_dir).read_config()
+    return LMConfig(**config["model"]), TrainConfig(**config["train"])
