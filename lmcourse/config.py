@@ -3,8 +3,9 @@
 Every notebook's parameter cell reads `SCALE` and `DATASET`:
 
 - ``LMCOURSE_SCALE`` = ``ci`` | ``cpu`` | ``gpu``. ``ci`` is the smallest run that still walks every
-  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is paper-sized. The default is
-  ``gpu`` when CUDA is present, else ``cpu``.
+  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is paper-sized (hours, days for
+  lesson 06). The default is ``cpu`` on every machine: a GPU makes it faster, and ``gpu`` is only
+  used when asked for by name.
 - ``LMCOURSE_DATASET``: a corpus name for :func:`lmcourse.corpora.data.load_corpus`; the default is the
   embedded corpus, which needs no network.
 - ``LMCOURSE_DATA``: where the real corpora live (default: the repository's ``data/``).
@@ -30,13 +31,14 @@ import torch
 from .errors import ConfigError
 
 SCALES = ("ci", "cpu", "gpu")
+DEFAULT_SCALE = "cpu"  # paper-sized runs (gpu) take hours: asked for by name, never picked for a device
 EMBEDDED = "embedded"
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def scale() -> str:
-    """The scale ``LMCOURSE_SCALE`` asks for now (default ``gpu`` with CUDA, else ``cpu``)."""
-    value = os.environ.get("LMCOURSE_SCALE") or ("gpu" if torch.cuda.is_available() else "cpu")
+    """The scale ``LMCOURSE_SCALE`` asks for now (default ``cpu``, with or without CUDA)."""
+    value = os.environ.get("LMCOURSE_SCALE") or DEFAULT_SCALE
     if value not in SCALES:
         raise ConfigError(f"LMCOURSE_SCALE={value!r} is not a scale: set it to one of {', '.join(SCALES)}, "
                           "or unset it.")

@@ -71,8 +71,7 @@ def add_cli(subparsers) -> None:
                    help="the recipe (listed below)")
     p.add_argument("--data", default=None, help="corpus name or folder (default: the preset's corpus)")
     p.add_argument("--scale", default=None, choices=presets.SCALES,
-                   help="gpu: the paper's recipe; ci, cpu: shrunk (default: $LMCOURSE_SCALE, else gpu with CUDA, "
-                        "else cpu)")
+                   help="gpu: the paper's recipe; ci, cpu: shrunk (default: $LMCOURSE_SCALE, else cpu)")
     p.add_argument("--out", default=None, help="the run directory (default: runs/<preset>-<scale>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out exactly where it stopped")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
