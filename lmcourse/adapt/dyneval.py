@@ -143,7 +143,7 @@ def gradient_stats(model: nn.Module, tokens, batch_size: int = 100, bptt: int = 
     squares = [torch.zeros_like(p) for p in params]
     batches = bptt_batches(source, bptt)
     if progress_enabled(progress):
-        from tqdm.auto import tqdm
+        from ..progress import tqdm
         batches = tqdm(batches, total=math.ceil((source.size(0) - 1) / bptt), desc="gradient statistics",
                        unit="segment", dynamic_ncols=True)
     state, count = None, 0
@@ -477,7 +477,7 @@ def grid_search(model: nn.Module, tokens, lrs: Sequence[float], decays: Sequence
     ppl = torch.full((len(lrs), len(decays)), math.nan, dtype=torch.float64)
     bar = None
     if progress_enabled(progress):
-        from tqdm.auto import tqdm
+        from ..progress import tqdm
         bar = tqdm(total=len(runs), desc=f"grid {len(lrs)} lr x {len(decays)} decay", unit="run", dynamic_ncols=True)
     for k, run in enumerate(runs):
         nll = mean_nll(run, tokens)
