@@ -128,7 +128,7 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
     scale = _scale(scale)
     plan = {Path(p): estimate(scale, Path(p)) for p in paths}
     seconds: dict = {}
-    with bar(total=round(sum(plan.values())), unit="s", desc=f"{len(plan)} lessons at {scale}", enabled=True,
+    with bar(total=round(sum(plan.values())), unit="s", desc=f"{len(plan)} lessons at {scale}: ", enabled=True,
              bar_format="{desc}{percentage:3.0f}%|{bar}| {elapsed} so far, about {remaining} left") as progress:
         for path, guess in plan.items():
             progress.set_description(f"{scale}: {path.stem}")

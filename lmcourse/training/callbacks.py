@@ -165,7 +165,13 @@ class LivePlot(Callback):
             self._show(trainer.history.rows)
 
     def render(self, rows: list, points: Optional[list] = None, planned: Optional[int] = None) -> bytes:
-        """The curves of ``rows`` (history rows) and within-epoch ``points`` as PNG bytes.
+        """The curves of ``rows`` (history rows) and within-epoch ``points`` as PNG bytes (see :meth:`figure`)."""
+        buffer = io.BytesIO()
+        self.figure(rows, points, planned).savefig(buffer, format="png")
+        return buffer.getvalue()
+
+    def figure(self, rows: list, points: Optional[list] = None, planned: Optional[int] = None):
+        """The curves of ``rows`` (history rows) and within-epoch ``points`` as a matplotlib Figure.
 
         ``planned``: the epochs the x-axis spans (default: those of the run being watched, else the data)."""
         from matplotlib.figure import Figure
@@ -209,9 +215,7 @@ class LivePlot(Callback):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8, frameon=False)
         ax.grid(True, which="major", alpha=0.3)
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png")
-        return buffer.getvalue()
+        return fig
 
     def drawable(self, rows: list) -> bool:
         """True once there are two points to join: the first frame is never an empty one."""
