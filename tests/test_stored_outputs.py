@@ -236,3 +236,39 @@ def test_lesson_sources_print_no_stray_values_and_use_the_course_bar(path):
         if _last_call(source) in ("cmp", "check"):
             assert source.rstrip().endswith(";"), f"cell {i + 1} ends in a check whose value would be printed"
         assert "tqdm.auto" not in source and "tqdm.notebook" not in source, f"cell {i + 1}: use lmcourse.progress"
+
+
+# ------------------------------------------------------------------------------- the static site
+def test_the_book_holds_every_lessons_figures_and_fetches_nothing(tmp_path):
+    import re
+
+    from lmcourse.course import book
+
+    pages = book.build(tmp_path / "book")
+    assert [p["file"] for p in pages] == [f"{path.stem}.html" for path in LESSONS]
+    index = (tmp_path / "book" / "index.html").read_text()
+    for path, page in zip(LESSONS, pages):
+        nb = json.loads(path.read_text())
+        stored = sum(1 for c in nb["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
+        text = (tmp_path / "book" / page["file"]).read_text()
+        assert stored >= 1 and len(re.findall(r'<img [^>]*src="data:image/png;base64,', text)) >= stored, path.name
+        assert f'href="{page["file"]}"' in index
+        assert not re.search(r'<script[^>]+src="(https?:)?//', text), f"{page['file']} loads a script from the network"
+        assert "application/vnd.jupyter.widget-view+json" not in text
+        assert ".ipynb\"" not in re.sub(r'href="https?://[^"]*"', "", text), "a link to a notebook, not its page"
+    if book.mathjax_source() is not None:
+        assert (tmp_path / "book" / "mathjax" / "MathJax.js").is_file()
+        assert 'src="mathjax/MathJax.js?config=' in (tmp_path / "book" / pages[0]["file"]).read_text()
+
+
+def test_the_book_shows_a_widgets_static_copy():
+    from lmcourse.course import book
+
+    nb = nbformat.from_dict(notebook(
+        display({"application/vnd.jupyter.widget-view+json": WIDGET, "image/png": "iVBORw0KGgo=", "text/plain": "(k)"}),
+        display({"application/vnd.jupyter.widget-view+json": WIDGET, "text/plain": "(no copy)"}),
+        metadata={"widgets": {"application/vnd.jupyter.widget-state+json": {"state": {}}}}))
+    assert book.static_copy(nb) == 1
+    first, second = (o["data"] for o in nb.cells[1].outputs)
+    assert set(first) == {"image/png", "text/plain"} and "application/vnd.jupyter.widget-view+json" in second
+    assert "widgets" not in nb.metadata
