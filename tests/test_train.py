@@ -390,7 +390,7 @@ def test_live_plot_reads_plainly():
     fig = plot.figure(rows, [(0.5, 600.0, None), (1.0, 190.0, None)], planned=8)
     ax = fig.axes[0]
     fig.canvas.draw()
-    assert ax.get_xlim() == (0.0, 8.0)                                   # the whole run, from the start
+    assert ax.get_xlim()[0] == 0 and 8 <= ax.get_xlim()[1] < 8.5         # the whole run, from the start
     labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     assert labels and all(re.fullmatch(r"[\d,.]+", t) for t in labels), labels   # 20, 50, 100: no 2x10^1
     assert "50" in labels and "100" in labels

@@ -194,7 +194,8 @@ class LivePlot(Callback):
         if switch is not None and switch > rows[0]["epoch"]:
             ax.axvline(switch - 0.5, color="grey", linestyle=":", label="averaging starts")
         span = planned or self.planned or max([1] + epochs + [math.ceil(p[0]) for p in points])
-        ax.set_xlim(0, max(span, 1))
+        span = max(span, 1)
+        ax.set_xlim(0, span + max(0.03 * span, 0.06))  # a little room: the last epoch's marker is whole
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))
         if self.floor is not None:
             ax.axhline(self.floor, color="black", linestyle="--", lw=1, label=f"{self.floor_label} floor")

@@ -285,5 +285,6 @@ def _table(title: str, heads: list, rows: list, marked: list) -> str:
     body = "".join("<tr>" + "".join(f'<td style="{cell}{"; color: " + TARGET + "; font-weight: bold" if m else ""}">'
                                     f"{html.escape(str(x))}</td>" for x in row) + "</tr>" for row, m in zip(rows, marked))
     return (f'<table style="border-collapse: collapse; font-size: 12px">'
-            f'<caption style="caption-side: top; text-align: left; font-weight: bold; padding-bottom: 4px">{title}'
+            f'<caption style="caption-side: top; text-align: left; font-weight: bold; padding-bottom: 4px; white-space: nowrap">'
+            f"{title}"
             f"</caption><tr>{head}</tr>{body}</table>")
