@@ -76,14 +76,14 @@ def title_of(nb, fallback: str) -> str:
 
 
 def summary_of(nb) -> str:
-    """The first paragraph after the title, as plain text (a line on the index page)."""
+    """The lesson's first paragraph of prose (one that does not lead into a formula), as Markdown."""
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
-        paragraphs = [p for p in cell.source.split("\n\n") if p.strip() and not p.lstrip().startswith("#")]
-        if paragraphs:
-            text = re.sub(r"\s+", " ", paragraphs[0]).strip()
-            return text if len(text) <= 300 else text[:297].rsplit(" ", 1)[0] + " ..."
+        for paragraph in cell.source.split("\n\n"):
+            text = re.sub(r"\s+", " ", paragraph).strip()
+            if text and not text.startswith(("#", "$", "|", "<", "-", "*", ">")) and not text.endswith(":"):
+                return text
     return ""
 
 
@@ -125,12 +125,17 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True) -> list[d
 
 def index_page(pages: list[dict], mathjax: bool) -> str:
     """The site's front page: the lessons in order, each linked, with its first paragraph."""
+    import mistune
+
     items = "".join(f'<li><a href="{html.escape(p["file"])}">{html.escape(p["title"])}</a>'
-                    f'<p>{html.escape(p["summary"])}</p></li>' for p in pages)
+                    f'{mistune.html(html.escape(p["summary"], quote=False))}</li>' for p in pages)
     scales = sorted({p["scale"] for p in pages if p["scale"]})
     ran = (f"The outputs were produced at the {', '.join(f'<code>{s}</code>' for s in scales)} scale."
            if scales else "The outputs are those the notebooks were saved with.")
-    math = "" if mathjax else "<p><em>MathJax was not installed when this site was built: formulas show as TeX.</em></p>"
+    math = (f"""<script type="text/x-mathjax-config">MathJax.Hub.Config({{tex2jax: {{inlineMath: [["$", "$"]],
+processEscapes: true}}, messageStyle: "none"}});</script>
+<script src="mathjax/MathJax.js?config={MATHJAX_CONFIG}"></script>""" if mathjax else "")
+    note = "" if mathjax else "<p><em>MathJax was not installed when this site was built: formulas show as TeX.</em></p>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>lmcourse: neural language models, from n-grams to the neural cache</title>
@@ -139,12 +144,12 @@ body {{ font-family: system-ui, sans-serif; max-width: 52rem; margin: 2rem auto;
         line-height: 1.5; }}
 li {{ margin-bottom: 1rem; }} li a {{ font-weight: 600; font-size: 1.1rem; }} li p {{ margin: 0.2rem 0 0; }}
 code {{ background: #f3f3f3; padding: 0 3px; }}
-</style></head>
+</style>{math}</head>
 <body>
 <h1>Neural language models, from n-grams to the neural cache</h1>
 <p>Nine lessons, each a notebook with its outputs as stored. {ran} To run them yourself, clone the
 repository and run <code>make lab</code>; the sliders and boxes shown here as pictures move there.</p>
-{math}
+{note}
 <ol>{items}</ol>
 </body></html>
 """
