@@ -34,7 +34,7 @@ from .grammar import (
     preference_mass,
 )
 
-FORMAT = 5  # bump when the story changes, so stale caches are rebuilt
+FORMAT = 6  # bump when the story changes, so stale caches are rebuilt
 NAME_SLOT, VALUE_SLOT = -1, -2
 
 
