@@ -75,7 +75,7 @@ FUNCTION_WORDS = {
     "ADV_S": {"meanwhile": 5, "however": 6, "yesterday": 4, "today": 3, "still": 2, "also": 3, "now": 3,
               "separately": 2, "earlier": 2, "indeed": 1},
     "DET": {"the": 60, "its": 8, "their": 6, "his": 3, "her": 2, "our": 2},
-    "DET_SG": {"a": 30, "this": 6, "each": 3, "every": 2, "another": 3},
+    "DET_SG": {"a": 30, "an": 5, "this": 6, "each": 3, "every": 2, "another": 3},  # a, an: see ARTICLES
     "DET_PL": {"these": 4, "those": 3, "many": 5, "several": 4, "some": 6},
     "PRON_SG": {"he": 6, "she": 4, "it": 8},
     "PRON_PL": {"they": 8, "we": 3},
@@ -480,6 +480,20 @@ def phrase_rules(host: str, phrases: list[tuple[str, float, str]]) -> list[tuple
     return [(st, word, nxt, w) for (st, word), (nxt, w) in R.items()]
 
 
+# "a" and "an" are words of their own in a noun phrase: "a" leads to a state whose next word
+# starts with a consonant sound, "an" to one whose next word starts with a vowel sound.
+ARTICLES = {"a": 0.85, "an": 0.15}  # shares of the indefinite article; DET_SG's other words keep theirs
+
+
+def takes_an(w: str) -> bool:
+    """Whether a word reads after "an": 'an analyst', 'an hour', but 'a university', 'a european'."""
+    if w.startswith(("hour", "honest", "honor", "heir")):
+        return True
+    if w.startswith(("uni", "use", "usu", "ute", "uti", "uto", "eu", "one", "once", "ure", "uri", "ubi")):
+        return False
+    return w[:1] in tuple("aeiou")
+
+
 def _rules(s: dict, rate: float = 1.0, lookup_rate: float = 0.06) -> list[tuple[str, str, str, float]]:
     """The sentence automaton as (state, category, next state, weight) rules; ``s`` is one topic's style.
 
@@ -493,8 +507,16 @@ def _rules(s: dict, rate: float = 1.0, lookup_rate: float = 0.06) -> list[tuple[
     def np_(prefix, after, n=None, allow_num=True, adjs=True):
         """A noun phrase: determiner, up to two adjectives, noun; or a name, <unk> or 'N unit'."""
         tag = f"[{n}]" if n else ""
+        sg = FUNCTION_WORDS["DET_SG"]
+        indefinite = sg["a"] / sum(w for d, w in sg.items() if d not in ARTICLES)  # "a"'s weight against the rest
+        for article, share in ARTICLES.items():  # the article's own state: only its next word differs
+            R.append((prefix + tag, article, f"{prefix}_ADJ{tag}[{article}]", 0.22 * indefinite / (1 + indefinite) * share))
+            if adjs:
+                R.append((f"{prefix}_ADJ{tag}[{article}]", "ADJ", f"{prefix}_ADJ2{tag}[sg]", s["adj"]))
+            R.append((f"{prefix}_ADJ{tag}[{article}]", "NOUN_SG", after("sg"), 1.0))
         for det, a in (("DET", "any"), ("DET_SG", "sg"), ("DET_PL", "pl")):
-            R.append((prefix + tag, det, f"{prefix}_ADJ{tag}[{a}]", {"DET": 0.62, "DET_SG": 0.22, "DET_PL": 0.16}[det]))
+            w = {"DET": 0.62, "DET_SG": 0.22 / (1 + indefinite), "DET_PL": 0.16}[det]
+            R.append((prefix + tag, det, f"{prefix}_ADJ{tag}[{a}]", w))
             for k, (st, nxt_adj) in enumerate(((f"{prefix}_ADJ{tag}[{a}]", f"{prefix}_ADJ2{tag}[{a}]"),
                                                (f"{prefix}_ADJ2{tag}[{a}]", f"{prefix}_N{tag}[{a}]"),
                                                (f"{prefix}_N{tag}[{a}]", None))):
@@ -593,15 +615,21 @@ def build_grammar(params: Params, lex: Lexicon = None) -> Grammar:
     gram = Grammar(names, delta, quantise(emit), int(round(SCALE / params.doc_sentences)), styles,
                    literal, word_symbol)
     # A state's context: the literals it claims (those whose category also has a rule in that
-    # state) and whether it is in a subject (where agent nouns weigh more).
+    # state), whether it is in a subject (where agent nouns weigh more), and the article it follows
+    # ("a": no word that takes "an"; "an": only those).
     claims = [frozenset(w for w in literals if delta[s, sym[lex.words[w]]] != S - 1 and delta[s, lex.cat[w]] != S - 1)
               for s in range(S)]
-    keys = [(c, bool(subj)) for c, subj in zip(claims, gram.subject)]
-    sets = [(frozenset(), False)] + sorted(set(keys) - {(frozenset(), False)}, key=lambda k: (sorted(k[0]), k[1]))
+    article = [next((a for a in ARTICLES if name.endswith(f"[{a}]")), "") for name in names]
+    keys = [(c, bool(subj), a) for c, subj, a in zip(claims, gram.subject, article)]
+    plain = (frozenset(), False, "")
+    sets = [plain] + sorted(set(keys) - {plain}, key=lambda k: (sorted(k[0]), k[1], k[2]))
+    an = np.array([takes_an(w) for w in lex.words])
     factor = np.ones((len(sets), V), dtype=np.int64)
-    for k, (ws, subj) in enumerate(sets):
+    for k, (ws, subj, a) in enumerate(sets):
         if subj:
             factor[k, lex.agent] = params.agent_boost
+        if a:
+            factor[k, an != (a == "an")] = 0
         factor[k, list(ws)] = 0
     gram.context, gram.factor = np.array([sets.index(k) for k in keys]), factor
     assert not (np.isin(literal, lex.noun_ids) & (delta[gram.object_noun] != S - 1)).any(), \
@@ -609,14 +637,19 @@ def build_grammar(params: Params, lex: Lexicon = None) -> Grammar:
     return gram
 
 
-def preference_mass(lex: Lexicon) -> np.ndarray:
-    """(K, n_verbs) S[z, v]: the probability, under topic z, of the nouns that verb v prefers.
+def preference_mass(lex: Lexicon, factor: np.ndarray = None) -> np.ndarray:
+    """(K, n_verbs) S[z, v]: the probability, under topic z, of the nouns that verb v prefers; with a
+    grammar's context ``factor`` (L, V), (L, K, n_verbs): the same among the nouns each context allows
+    (after "a", no noun that takes "an").
 
     An object noun after verb v has probability
     p(n | z, v) = p(n | z) (1 + (beta - 1) [n preferred by v]) / (1 + (beta - 1) S[z, v])."""
     sg = lex.noun_ids[0]
-    w = lex.topic_weight[:, sg] / lex.topic_weight[:, sg].sum(1, keepdims=True)  # (K, n_nouns)
-    return w[:, lex.prefer].sum(-1)                                               # (K, n_verbs)
+    f = np.ones((1, len(sg)), dtype=np.int64) if factor is None else factor[:, sg]  # (L, n_nouns)
+    w = f[:, None, :] * lex.topic_weight[None, :, sg]                                # (L, K, n_nouns)
+    w = w / np.maximum(w.sum(-1, keepdims=True), 1)
+    S = w[..., lex.prefer].sum(-1)                                                   # (L, K, n_verbs)
+    return S[0] if factor is None else S
 
 
 VERB_CATS = (CAT["VERB_SG"], CAT["VERB_PL"], CAT["VERB_PAST"])
