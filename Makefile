@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: lab test unit notebooks bench warm lessons book clean-venv
+.PHONY: lab test unit notebooks bench warm lessons runs book clean-venv
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "lmcourse needs Python >= 3.10; this is " + sys.version.split()[0]'
@@ -34,6 +34,10 @@ warm: $(STAMP)
 
 lessons: $(STAMP)
 	$(BIN)/python -m lmcourse.course.lessons store $(LESSONS)
+
+# The reference runs committed in reference_runs/: every lesson that stores runs retrained at cpu.
+runs: $(STAMP)
+	$(BIN)/python -m lmcourse.course.lessons runs $(LESSONS)
 
 # The lessons with their stored outputs as a static site in book/ (offline: images and MathJax included).
 book: $(STAMP)

@@ -4,6 +4,7 @@ Two uses, both from the command line (and from the Makefile)::
 
     python -m lmcourse.course.lessons warm [--scale cpu] [LESSON ...]     # make warm
     python -m lmcourse.course.lessons store [--scale cpu] [LESSON ...]    # make lessons
+    python -m lmcourse.course.lessons runs [LESSON ...]                   # make runs
 
 ``warm`` executes every lesson at the scale (default ``$LMCOURSE_SCALE``, else ``cpu``) and throws the
 outputs away: a lesson trains each of its long runs the first time and stores it (see
@@ -13,6 +14,11 @@ time on this machine when known, else :data:`ESTIMATE_S`), so its time estimate 
 the start. ``store`` executes the lessons and saves them with their outputs: the kernel name a
 fresh JupyterLab writes, each progress bar in its final state, and a stamp in the metadata
 (:data:`lmcourse.course.outputs.STAMP`) that says which scale and which execution path made them.
+
+``runs`` regenerates the reference runs committed in ``reference_runs/`` (see
+:mod:`lmcourse.training.reference_runs`): it executes, at ``cpu`` scale, each lesson that stores runs,
+training every run afresh with ``LMCOURSE_STORE_REFERENCE=1`` so that each finished run is written
+there in half precision; a lesson's entries that the new execution did not make are removed.
 
 A LESSON is a number (``7``, ``07``) or a path; none means all of them.
 """
@@ -120,11 +126,14 @@ def execute(path: Path, scale: Optional[str] = None, timeout: Optional[int] = No
     return nb, seconds
 
 
-def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool = False) -> dict:
+def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool = False,
+         env: Optional[dict] = None, after=None) -> dict:
     """Execute each lesson at ``scale`` under one progress bar; ``{lesson name: seconds}``.
 
     With ``store_outputs`` each lesson is saved with its outputs and its stamp; else the
-    outputs are dropped and only the lessons' stored runs (and the measured times) remain."""
+    outputs are dropped and only the lessons' stored runs (and the measured times) remain.
+    ``env`` is the kernel's environment (default: this one's); ``after(path, started)`` is called
+    once each lesson has run."""
     scale = _scale(scale)
     plan = {Path(p): estimate(scale, Path(p)) for p in paths}
     seconds: dict = {}
@@ -132,13 +141,16 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
              bar_format="{desc}{percentage:3.0f}%|{bar}| {elapsed} so far, about {remaining} left") as progress:
         for path, guess in plan.items():
             progress.set_description(f"{scale}: {path.stem}")
-            nb, took = execute(path, scale)
+            started = time.time()
+            nb, took = execute(path, scale, env=env)
             if store_outputs:
                 import nbformat
                 nbformat.write(nb, str(path))
                 for line in problems(nb):
                     progress.write(f"{path.name}: {line}")
             _record_time(scale, path, took)
+            if after is not None:
+                after(path, started)
             seconds[path.name] = took
             progress.update(round(guess))
         progress.set_description(f"{scale}: {len(plan)} lessons")
@@ -148,10 +160,32 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
     return seconds
 
 
+def with_runs(paths: Sequence[Path]) -> list[Path]:
+    """The lessons among ``paths`` that store runs (their code calls ``train_or_load``)."""
+    return [p for p in paths if "train_or_load(" in Path(p).read_text(encoding="utf-8")]
+
+
+def regenerate_runs(paths: Sequence[Path]) -> dict:
+    """Retrain the reference runs of these lessons at ``cpu`` into ``reference_runs/``; ``{lesson: seconds}``."""
+    from ..training import reference_runs as reference
+
+    env = dict(os.environ, LMCOURSE_STORE_REFERENCE="1", LMCOURSE_RETRAIN="1")
+
+    def prune(path: Path, started: float) -> None:
+        for gone in reference.prune(path.name[:2], started):
+            print(f"removed {gone}: lesson {path.name[:2]} no longer trains it")
+
+    seconds = warm(with_runs(paths), "cpu", env=env, after=prune)
+    print(f"reference runs: {len(reference.read_manifest())} in {reference.folder()}, "
+          f"{reference.total_bytes() / 1e6:.1f} MB of the {reference.BUDGET_BYTES / 1e6:.0f} MB budget")
+    return seconds
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lmcourse.course.lessons", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("warm", "store"),
-                        help="warm: train or load every stored run; store: also save the lessons with their outputs")
+    parser.add_argument("command", choices=("warm", "store", "runs"),
+                        help="warm: train or load every stored run; store: also save the lessons with their outputs; "
+                             "runs: retrain the reference runs committed in reference_runs/ (at cpu)")
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
     parser.add_argument("--scale", default=None, help="ci, cpu or gpu (default: $LMCOURSE_SCALE, else cpu)")
     args = parser.parse_args(argv)
@@ -163,7 +197,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     from nbclient.exceptions import CellExecutionError
     try:
-        warm(paths, scale, store_outputs=args.command == "store")
+        if args.command == "runs":
+            regenerate_runs(paths)
+        else:
+            warm(paths, scale, store_outputs=args.command == "store")
     except CellExecutionError as err:
         last = [ln for ln in str(err).splitlines() if ln.strip()][-1:] or ["(no message)"]
         print(f"error: a lesson stopped with an error, so the lessons after it did not run: {last[0]}",
