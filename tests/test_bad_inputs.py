@@ -1021,6 +1021,7 @@ def test_scoring_a_stream_keeps_no_tensor_per_segment(monkeypatch, wrapper):
     ("last_size=-4", r"LMConfig\.last_size must be a positive integer or None, got -4"),
     ("hidden_size=100000000", r"The model has [0-9,]+ parameters, [0-9,.]+ GB of weights before any gradient, more "
                               r"than the [0-9,.]+ GB of memory .*: lower hidden_size, emb_size or num_layers"),
+    ("hidden_size=1e8", r"The model has [0-9,]+ parameters, [0-9,.]+ GB of weights before any gradient"),
     ("train_tokens=1.5", r"--set train_tokens=1\.5: train_tokens takes a int or none, and '1\.5' is not one"),
     ("seed=abc", r"--set seed=abc: seed takes a int, and 'abc' is not one"),
     ("lr=nan", r"TrainConfig\.lr must be a finite number >= 0, got nan"),

@@ -27,6 +27,7 @@ paper's numbers (``lr=1``, ``clip=5``) and :func:`train_config` converts them.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Optional
@@ -314,7 +315,13 @@ def parse_value(name: str, text: str):
                 return raw.lower() in _TRUE
             raise ValueError
         if base is int:
-            return int(raw)
+            try:
+                return int(raw)
+            except ValueError:  # "1e8": a whole number written as a float
+                value = float(raw)
+                if math.isfinite(value) and value.is_integer():
+                    return int(value)
+                raise
         if base is float:
             return float(raw)
     except ValueError:
