@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 from typing import Optional
@@ -82,9 +81,10 @@ def add_cli(subparsers) -> None:
                    help="gpu: the paper's recipe; ci, cpu: shrunk (default: $LMCOURSE_SCALE, else gpu with CUDA, "
                         "else cpu)")
     p.add_argument("--out", default=None, type=_folder, help="the run directory (default: runs/<preset>-<scale>)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out exactly where it stopped")
-    p.add_argument("--overwrite", action="store_true",
-                   help="delete the files of an earlier run in --out and start afresh")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--resume", action="store_true", help="continue the run in --out exactly where it stopped")
+    start.add_argument("--overwrite", action="store_true",
+                       help="delete the files of an earlier run in --out and start afresh")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any setting, e.g. --set epochs=3 --set dropouti=0.5 (repeatable)")
     p.add_argument("--from", dest="source", default=None, metavar="RUN_DIR",
@@ -187,12 +187,13 @@ class EpochLog(Callback):
 
 def _model(preset, settings: dict, vocab, source: Optional[Path]):
     """A fresh model for the recipe, or the best weights of ``source`` for a finetuning preset."""
+    from .networks.models import RNNLM
     from .training.checkpoint import load_checkpoint
 
     config = presets.model_config(settings, len(vocab))
     if preset.finetune_of is None:
         seed_everything(settings["seed"])
-        model = _build(config)
+        model = RNNLM(config)  # a model too big for this machine: one sentence before anything is allocated
         if settings.get("init_all"):
             r = config.init_range
             with torch.no_grad():
@@ -214,37 +215,6 @@ def _model(preset, settings: dict, vocab, source: Optional[Path]):
                                 "trained with.")
     model.vocab = vocab
     return model
-
-
-def _memory_bytes() -> int:
-    """The memory the model will live in: the GPU's, else the machine's."""
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_properties(device()).total_memory
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): no check before allocating
-        return 1 << 62
-
-
-def _build(config):
-    """``RNNLM(config)``, or one sentence when its weights cannot fit in memory (counted on a skeleton first)."""
-    from .networks.models import RNNLM
-
-    with torch.device("meta"):
-        n = RNNLM(config).num_parameters()
-    need, have = 4 * n, _memory_bytes()
-    too_big = (f"The model has {n:,} parameters, {need / 1e9:,.1f} GB of weights before any gradient, more than the "
-               f"{have / 1e9:,.1f} GB of memory {'on this GPU' if torch.cuda.is_available() else 'of this machine'}: "
-               "lower hidden_size, emb_size or num_layers with --set.")
-    if need > have:
-        raise LMCourseError(too_big)
-    try:
-        return RNNLM(config)
-    except (RuntimeError, MemoryError) as error:  # torch.OutOfMemoryError is a RuntimeError
-        if isinstance(error, MemoryError) or "alloc" in str(error).lower() or "out of memory" in str(error).lower():
-            raise LMCourseError(too_big.replace(f"more than the {have / 1e9:,.1f} GB of memory", "more than the "
-                                                "memory left")) from None
-        raise
 
 
 def _claim(out: Path, resume: bool, overwrite: bool):
@@ -305,8 +275,6 @@ def _check_resume(out: Path, meta_now: dict, resume: bool) -> Optional[dict]:
 def _plan(args) -> dict:
     """Everything the command line decides before any file is read: preset, scale, settings, folders."""
     preset = presets.get(args.preset)
-    if args.resume and args.overwrite:
-        raise LMCourseError("--resume continues the run in --out and --overwrite deletes it: give one of them.")
     if args.source is not None and not preset.finetune_of:
         raise LMCourseError(f"--from names the trained run a finetuning preset starts from, and {preset.name} trains "
                             "from scratch: drop --from, or choose a -finetune preset.")

@@ -40,7 +40,7 @@ from lmcourse.errors import (
 )
 from lmcourse.lm import perplexity
 from lmcourse.networks.generate import beam_search, sample, sampling_distribution
-from lmcourse.networks.models import RNNLM, LMConfig
+from lmcourse.networks.models import RNNLM, LMConfig, count_parameters
 from lmcourse.ngram.model import NGramLM
 from lmcourse.training import checkpoint
 from lmcourse.training.checkpoint import check_writable, load_checkpoint, save_checkpoint
@@ -852,8 +852,8 @@ def test_a_new_run_never_replaces_files_it_did_not_write(home, capsys, trained, 
     assert {p.name for p in run.iterdir()} == {"config.json", "history.json", "best.pt", "last.pt", "curves.png",
                                                "preset.json"}
     code, _, err = cli(capsys, train_argv(trained[0], run, "--overwrite", "--resume"))
-    assert code == 1
-    assert_one_sentence(err, r"--resume continues the run in --out and --overwrite deletes it: give one of them")
+    assert code == 2
+    assert_one_sentence(err, r"argument --resume: not allowed with argument --overwrite")
 
 
 def test_the_trainer_refuses_a_folder_with_files_of_another_run_unless_told_to_overwrite(tmp_path):
@@ -1019,11 +1019,12 @@ def test_scoring_a_stream_keeps_no_tensor_per_segment(monkeypatch, wrapper):
     ("seed=-1", r"TrainConfig\.seed must be a whole number from 0 to 2147483647, got -1"),
     ("head=foo", r"LMConfig\.head='foo' is unknown: use one of mos, softmax"),
     ("last_size=-4", r"LMConfig\.last_size must be a positive integer or None, got -4"),
-    ("hidden_size=100000000", r"The model has [0-9,]+ parameters, [0-9,.]+ GB of weights before any gradient, more "
-                              r"than the [0-9,.]+ GB of memory .*: lower hidden_size, emb_size or num_layers"),
-    ("hidden_size=1e8", r"The model has [0-9,]+ parameters, [0-9,.]+ GB of weights before any gradient"),
-    ("train_tokens=1.5", r"--set train_tokens=1\.5: train_tokens takes a int or none, and '1\.5' is not one"),
-    ("seed=abc", r"--set seed=abc: seed takes a int, and 'abc' is not one"),
+    ("hidden_size=100000000", r"The model has about [0-9,]+ parameters, [0-9,.]+ GB of weights before any gradient, "
+                              r"more than the [0-9,.]+ GB of memory of this machine: lower hidden_size, emb_size or "
+                              r"num_layers"),
+    ("hidden_size=1e8", r"The model has about [0-9,]+ parameters, [0-9,.]+ GB of weights before any gradient"),
+    ("train_tokens=1.5", r"--set train_tokens=1\.5: train_tokens takes a whole number or none, and '1\.5' is not one"),
+    ("seed=abc", r"--set seed=abc: seed takes a whole number, and 'abc' is not one"),
     ("lr=nan", r"TrainConfig\.lr must be a finite number >= 0, got nan"),
     ("epochs=0", r"TrainConfig\.epochs must be a positive integer, got 0"),
 ])
@@ -1074,6 +1075,24 @@ def test_train_config_checks_every_number_at_construction(kwargs, pattern):
     assert_one_sentence(str(err.value), pattern)
 
 
+@pytest.mark.parametrize("sizes", [dict(hidden_size=10**8), dict(vocab_size=10**7, emb_size=10**5)])
+def test_a_model_too_big_for_the_machine_is_one_sentence_before_any_allocation(sizes):
+    config = LMConfig(**{"vocab_size": 10, "num_layers": 1, **sizes})
+    with pytest.raises(ValueError) as err:
+        RNNLM(config)
+    assert_one_sentence(str(err.value), r"The model has about [0-9,]+ parameters, [0-9,.]+ GB of weights before any "
+                                        r"gradient, more than the [0-9,.]+ GB of memory of this machine: lower "
+                                        r"hidden_size, emb_size or num_layers")
+    with torch.device("meta"):  # a skeleton, no memory: counted exactly as the check counts
+        assert RNNLM(config).num_parameters() == count_parameters(config)
+
+
+def test_the_parameter_count_before_building_matches_the_built_model():
+    for config in (LMConfig(50, emb_size=8, hidden_size=12, num_layers=3), LMConfig(50, emb_size=8, tie=True,
+                                                                                    hidden_size=12, num_layers=2)):
+        assert count_parameters(config) == RNNLM(config).num_parameters()
+
+
 @pytest.mark.parametrize("kwargs, pattern", [
     ({"init_range": math.inf}, r"LMConfig\.init_range must be a finite number > 0, got inf"),
     ({"init_range": math.nan}, r"LMConfig\.init_range must be a finite number > 0, got nan"),
@@ -1092,6 +1111,16 @@ def test_a_huge_finite_loss_is_an_infinite_perplexity_not_an_overflow():
         def score(self, tokens):
             return torch.full((len(tokens),), -1e6, dtype=torch.float64)
     assert perplexity(Terrible(), [0, 1]) == math.inf
+
+
+@pytest.mark.parametrize("method", ["sgd", "rms"])
+@pytest.mark.parametrize("eps", [math.nan, math.inf, 0.0, -1e-5])
+def test_dynamic_evaluation_checks_eps_whatever_the_method(method, eps):
+    model = tiny_model()
+    stats = {n: torch.ones_like(p) for n, p in model.named_parameters()}
+    with pytest.raises(ValueError) as err:
+        DynamicEval(model, method, lr=0.1, eps=eps, stats=stats)
+    assert_one_sentence(str(err.value), r"eps must be a finite number|eps=.* is outside \(0, inf\)")
 
 
 @pytest.mark.parametrize("lr", [1e30, 101.0])

@@ -93,11 +93,11 @@ def test_overrides_are_read_as_their_fields_types():
 
 @pytest.mark.parametrize("pair, message", [
     ("lrr=3", r"there is no setting 'lrr'; the settings are .*\blr\b"),
-    ("epochs=two", r"epochs takes a int, and 'two' is not one"),
-    ("epochs=2.5", r"epochs takes a int, and '2\.5' is not one"),
-    ("epochs=inf", r"epochs takes a int, and 'inf' is not one"),
+    ("epochs=two", r"epochs takes a whole number, and 'two' is not one"),
+    ("epochs=2.5", r"epochs takes a whole number, and '2\.5' is not one"),
+    ("epochs=inf", r"epochs takes a whole number, and 'inf' is not one"),
     ("epochs=none", r"epochs cannot be none"),
-    ("tie=maybe", r"tie takes a bool"),
+    ("tie=maybe", r"tie takes true or false"),
     ("lr", r"write it as key=value"),
 ])
 def test_bad_overrides_say_what_is_wrong_in_one_sentence(pair, message):

@@ -270,7 +270,7 @@ class DynamicEval(LanguageModel):
                              "or 'sgd' (plain gradient steps).")
         self.model, self.method = model, method
         self.lr, self.decay = _number(lr, "lr", 0.0, MAX_LR, high_closed=True), _number(decay, "decay", 0.0, 1.0)
-        self.eps = _number(eps, "eps", 0.0, low_open=True) if method == "rms" else float(eps)
+        self.eps = _number(eps, "eps", 0.0, low_open=True)  # read by "rms" only, checked for both
         self.bptt = _positive_int(bptt, "bptt")
         self.stats = self._check_stats(stats) if method == "rms" else None
         self.vocab = model.vocab

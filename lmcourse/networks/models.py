@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterator, NamedTuple, Optional
@@ -214,14 +215,58 @@ def inference(model: nn.Module):
 
 # ----------------------------------------------------------------------------------- the model
 
+def count_parameters(config: LMConfig) -> int:
+    r"""The parameters of ``RNNLM(config)`` with a softmax head, from the sizes alone (no tensor made):
+    :math:`VE + \sum_\ell 4(H_\ell(I_\ell + H_\ell) + 2H_\ell) + V\,H_{last} + V`, less :math:`VE` when tied."""
+    lstm = sum(4 * (o * (i + o) + 2 * o) for i, o in config.layer_sizes())
+    decoder = config.vocab_size * config.last_size + config.vocab_size
+    tied = config.vocab_size * config.emb_size if config.tie and config.head == "softmax" else 0
+    return config.vocab_size * config.emb_size + lstm + decoder - tied
+
+
+def memory_bytes(device: torch.device) -> Optional[int]:
+    """The memory of ``device`` (a GPU's, else the machine's); None when it cannot be told."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    if device.type != "cpu":
+        return None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows)
+        return None
+
+
+def _too_big(config: LMConfig, have: Optional[int]) -> str:
+    n = count_parameters(config)
+    where = "the memory left" if have is None else f"the {have / 1e9:,.1f} GB of memory of this machine"
+    return (f"The model has about {n:,} parameters, {4 * n / 1e9:,.1f} GB of weights before any gradient, more than "
+            f"{where}: lower hidden_size, emb_size or num_layers.")
+
+
 class RNNLM(nn.Module, LanguageModel):
-    """The LSTM language model of the course (see the module docstring for the equations)."""
+    """The LSTM language model of the course (see the module docstring for the equations).
+
+    A configuration whose weights alone exceed the memory of the device they would be made on is
+    refused with one sentence before anything is allocated.
+    """
 
     def __init__(self, config: LMConfig):
         super().__init__()
         if not isinstance(config, LMConfig):
             raise TypeError(f"RNNLM needs an LMConfig, got {type(config).__name__}: "
                             "build one with LMConfig(vocab_size=...).")
+        have = memory_bytes(torch.empty(0).device)  # where tensors are made now (meta: no check)
+        if have is not None and 4 * count_parameters(config) > have:
+            raise ValueError(_too_big(config, have))
+        try:
+            self._build(config)
+        except (RuntimeError, MemoryError) as error:  # torch.OutOfMemoryError is a RuntimeError
+            text = str(error).lower()
+            if isinstance(error, MemoryError) or "can't allocate" in text or "out of memory" in text:
+                raise ValueError(_too_big(config, None)) from None
+            raise
+
+    def _build(self, config: LMConfig) -> None:
         self.config = config
         self.name = f"LSTM {config.num_layers}x{config.hidden_size}" + (" tied" if config.tie else "")
         self.vocab = None

@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 
 from ..config import dist_timeout
-from ..errors import StoppedRankError
+from ..errors import StoppedRankError, check_number
 
 __all__ = ["init", "active", "rank", "world_size", "local_rank", "is_main", "columns", "wrap",
            "broadcast", "broadcast_object", "all_gather_object", "all_max", "barrier", "shutdown", "explain",
@@ -83,7 +83,7 @@ def init(backend: Optional[str] = None, timeout_s: Optional[float] = None) -> bo
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(local_rank())
-    timeout_s = dist_timeout() if timeout_s is None else float(timeout_s)
+    timeout_s = dist_timeout() if timeout_s is None else check_number(timeout_s, "timeout_s", 0.0, low_open=True)
     dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
     _STARTED_HERE = True
     _start_heartbeat(timeout_s)

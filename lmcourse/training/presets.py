@@ -297,6 +297,7 @@ def get(name: str) -> Preset:
 
 
 _NONE, _TRUE, _FALSE = ("none", "null"), ("true", "yes", "1", "on"), ("false", "no", "0", "off")
+_KINDS = {int: "a whole number", float: "a number", bool: "true or false", str: "a word"}
 
 
 def parse_value(name: str, text: str):
@@ -308,7 +309,7 @@ def parse_value(name: str, text: str):
     if raw.lower() in _NONE:
         if optional:
             return None
-        raise ValueError(f"--set {name}={text}: {name} cannot be none; give a {base.__name__}.")
+        raise ValueError(f"--set {name}={text}: {name} cannot be none; give {_KINDS.get(base, 'a value')}.")
     try:
         if base is bool:
             if raw.lower() in _TRUE + _FALSE:
@@ -325,7 +326,7 @@ def parse_value(name: str, text: str):
         if base is float:
             return float(raw)
     except ValueError:
-        raise ValueError(f"--set {name}={text}: {name} takes a {base.__name__}"
+        raise ValueError(f"--set {name}={text}: {name} takes {_KINDS.get(base, 'a value')}"
                          f"{' or none' if optional else ''}, and {text!r} is not one.") from None
     return raw
 

@@ -200,7 +200,7 @@ class RunLock:
         if key in _HELD:
             _HELD[key][1] += 1
             return self
-        missing = [p for p in (self.folder, *self.folder.parents) if not p.exists()]  # made here, removed if left empty
+        missing = [p for p in (self.folder, *self.folder.parents) if not p.exists()]  # made here; removed if empty
         check_writable_dir(self.folder, self.what)
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
