@@ -928,6 +928,49 @@ def test_a_flipped_bit_never_loads_as_another_model(tmp_path, where):
     assert refused >= (size // 3 if where == "the weights" else 1)
 
 
+def zero_4k(path: Path) -> None:
+    """Zero 4 KiB in the middle of the largest record of the zip (the largest tensor's bytes)."""
+    start, size = record(path)
+    raw = bytearray(path.read_bytes())
+    at = start + max(0, size // 2 - 2048)
+    assert any(raw[at:at + 4096])
+    raw[at:at + 4096] = bytes(len(raw[at:at + 4096]))
+    path.write_bytes(bytes(raw))
+
+
+def test_a_zeroed_block_inside_best_pt_is_refused_by_evaluate(home, capsys, trained):
+    run = copy_run(trained, home)
+    zero_4k(run / "best.pt")
+    before = files_under(home)
+    code, out, err = cli(capsys, ["evaluate", str(run)])
+    assert code == 1 and out == ""
+    assert_one_sentence(err, r"best\.pt is damaged or is not an lmcourse checkpoint \(its contents do not match the "
+                             r"checksum saved with them\): train the model again, or copy the file again")
+    assert files_under(home) == before
+
+
+def test_a_zeroed_block_inside_last_pt_is_refused_by_resume(home, capsys, trained):
+    run = copy_run(trained, home)
+    zero_4k(run / "last.pt")
+    before = files_under(home)
+    code, _, err = cli(capsys, train_argv(trained[0], run, "--resume", "--set", "epochs=2"))
+    assert code == 1
+    assert_one_sentence(err, r"last\.pt is damaged \(its contents do not match the checksum saved with them\): "
+                             r"resume from an intact copy")
+    assert files_under(home) == before
+
+
+@pytest.mark.parametrize("at", [0.0, 0.3, 0.5, 0.8, 1.0])
+@pytest.mark.parametrize("which", ["embedding.weight", "rnns.0.weight_hh_l0", "head.decoder.bias"])
+def test_a_single_flipped_bit_in_a_weight_is_refused(tmp_path, which, at):
+    path = tmp_path / "model.pt"
+    save_checkpoint(path, tiny_model())
+    zero_inside(path, torch.load(path, weights_only=True)["state_dict"][which], n=0, at=at)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path, map_location="cpu")
+    assert_one_sentence(str(err.value), r"model\.pt is damaged .*\(its contents do not match the checksum")
+
+
 def test_a_checkpoint_without_a_checksum_is_refused(tmp_path):
     path = tmp_path / "model.pt"
     save_checkpoint(path, tiny_model())
