@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lmcourse.corpora.embedded import ensure, load_params, write_corpus
+from lmcourse.corpora.embedded import CHECKSUMS, ensure, intact, load_params, write_corpus
 from lmcourse.corpora.grammar import CAT, Params, build_lexicon, phrase_rules
 from lmcourse.corpora.oracle import Oracle
 from lmcourse.corpora.wordcheck import DICTIONARY, check_folder, english_share
@@ -168,3 +168,20 @@ def test_the_corpus_is_english(corpus, capsys):
         print(f"\nembedded corpus, training split: {share['tokens']:.1%} of word tokens and {share['types']:.1%} "
               f"of word types are dictionary words")
     assert share["tokens"] >= 0.95 and share["types"] >= 0.85
+
+
+@pytest.mark.parametrize("damage", ["a word changed", "a file missing", "a file cut short", "no checksums"])
+def test_a_damaged_corpus_folder_is_generated_again(tmp_path, damage):
+    folder = ensure(tmp_path / "small", SMALL)
+    whole = digest(folder)
+    if damage == "a word changed":
+        train = folder / "train.txt"
+        train.write_text(train.read_text().replace(" the ", " thy ", 1))
+    elif damage == "a file missing":
+        (folder / "valid.txt").unlink()
+    elif damage == "a file cut short":
+        (folder / "test.txt").write_bytes((folder / "test.txt").read_bytes()[:100])
+    else:
+        (folder / CHECKSUMS).unlink()
+    assert not intact(folder)
+    assert ensure(folder, SMALL) == folder and intact(folder) and digest(folder) == whole

@@ -183,8 +183,24 @@ def _key(params: Params) -> str:
     return hashlib.sha256(blob).hexdigest()[:10]
 
 
+FILES = ("train.txt", "valid.txt", "test.txt", "vocab.txt")
+CHECKSUMS = "checksums.json"  # the sha256 of each of FILES, written with them
+
+
+def _checksums(folder: Path) -> dict:
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in FILES}
+
+
+def intact(folder: Path) -> bool:
+    """True when ``folder`` holds the corpus files with the checksums written beside them."""
+    try:
+        return json.loads((folder / CHECKSUMS).read_text()) == _checksums(folder)
+    except (OSError, ValueError):
+        return False
+
+
 def write_corpus(folder: Path, params: Params = Params()) -> Path:
-    """Generate the three splits and the vocabulary into ``folder`` (atomically)."""
+    """Generate the three splits and the vocabulary into ``folder`` (atomically), with their checksums."""
     lex = build_lexicon(params)
     gram = build_grammar(params, lex)
     assert lex.words[EOS_ID] == "<eos>" and lex.words[CAT_DOC_ID] == "<doc>"
@@ -200,6 +216,7 @@ def write_corpus(folder: Path, params: Params = Params()) -> Path:
             (tmp / f"{split}.txt").write_text(text, encoding="utf-8")
         (tmp / "vocab.txt").write_text("\n".join(lex.words) + "\n", encoding="utf-8")
         (tmp / "params.json").write_text(json.dumps({"format": FORMAT, **asdict(params)}, indent=1))
+        (tmp / CHECKSUMS).write_text(json.dumps(_checksums(tmp), indent=1))
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
@@ -209,12 +226,16 @@ def write_corpus(folder: Path, params: Params = Params()) -> Path:
 
 
 def ensure(folder: Path | None = None, params: Params = Params()) -> Path:
-    """The folder holding the embedded corpus for ``params``, generated on first use and cached."""
+    """The folder holding the embedded corpus for ``params``, generated on first use and cached.
+
+    A folder whose files do not match the checksums written with them (damaged, edited, or left
+    half-written) is generated again: the same seed gives the same bytes.
+    """
     if folder is None:
         from ..config import cache_dir
         folder = cache_dir() / f"embedded-{params.seed}-{_key(params)}"
     folder = Path(folder)
-    if not all((folder / f).is_file() for f in ("train.txt", "valid.txt", "test.txt", "vocab.txt")):
+    if not intact(folder):
         write_corpus(folder, params)
     return folder
 
