@@ -33,7 +33,6 @@ one stream (batch size 1), the way the papers report test perplexity.
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from typing import Optional
@@ -44,10 +43,10 @@ from .checksum import digest
 from .config import dataset as default_dataset
 from .config import device, seed_everything
 from .config import scale as default_scale
-from .errors import LMCourseError, RunDirError, sentence
+from .errors import LMCourseError, sentence
 from .training import distributed, presets
 from .training.callbacks import Callback, ProgressBar
-from .training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes
+from .training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes, claim_on_every_rank
 
 __all__ = ["add_cli", "run_train", "run_evaluate", "evaluate_model", "default_out", "read_meta", "META",
            "CACHE_THETAS", "CACHE_LAMS", "TUNE_TOKENS"]
@@ -221,29 +220,16 @@ def _claim(out: Path, resume: bool, overwrite: bool):
     left there, and makes sure a fresh run finds no files of another (deleting them with ``--overwrite``);
     when it cannot, every rank raises the same sentence. Returns the lock (None on other ranks)."""
     names = RUN_FILES + (META,)
-    lock, error = None, None
-    if distributed.is_main():
-        run = RunDir(out)
-        try:
-            lock = run.lock("--out").acquire()
-            run.clean(names)
-            if not resume:
-                if overwrite:
-                    run.clear(names)
-                else:
-                    run.refuse_fresh_start(names, resume_hint="--resume", overwrite_hint="--overwrite")
-        except Exception as err:  # raised below, on every rank
-            error = err
-            if lock is not None:
-                lock.release()
-                lock = None
-    if distributed.active():
-        message = distributed.broadcast_object(None if error is None else sentence(error))
-        if message is not None and error is None:
-            error = RunDirError(message)
-    if error is not None:
-        raise error
-    return lock
+    run = RunDir(out)
+
+    def prepare():
+        run.clean(names)
+        if not resume:
+            if overwrite:
+                run.clear(names)
+            else:
+                run.refuse_fresh_start(names, resume_hint="--resume", overwrite_hint="--overwrite")
+    return claim_on_every_rank(run, prepare, "--out")
 
 
 def corpus_checksum(corpus) -> str:

@@ -46,7 +46,8 @@ import numpy as np
 import torch
 
 from ..checksum import seal, verify
-from ..errors import RunDirError
+from ..errors import RunDirError, sentence
+from . import distributed
 from .checkpoint import atomic_save, atomic_write, vocab_mismatch
 
 FORMAT = 2  # 2: last.pt carries its checksum
@@ -396,3 +397,26 @@ class RunDir:
             key, then, now = diff
             raise RunDirError(f"The run in {self.path} was trained with {key}={then!r} but this TrainConfig has "
                              f"{key}={now!r}: resume with the same settings (only {_listed(may_change)} may change).")
+
+
+def claim_on_every_rank(run: "RunDir", prepare, what: str = "TrainConfig.out_dir") -> Optional[RunLock]:
+    """Rank 0 takes ``run``'s lock and calls ``prepare()`` (clean, clear or refuse); a failure there is
+    raised on every rank with the same sentence, so no rank waits for a run that will not start.
+    Returns the lock, held, on rank 0 and None elsewhere."""
+    lock, error = None, None
+    if distributed.is_main():
+        try:
+            lock = run.lock(what).acquire()
+            prepare()
+        except Exception as err:  # raised below, on every rank
+            error = err
+            if lock is not None:
+                lock.release()
+                lock = None
+    if distributed.active():
+        message = distributed.broadcast_object(None if error is None else sentence(error))
+        if message is not None and error is None:
+            error = RunDirError(message)
+    if error is not None:
+        raise error
+    return lock

@@ -46,7 +46,7 @@ import torch
 
 from ..config import device, seed_everything
 from ..corpora.data import batchify, bptt_batches, variable_bptt_batches
-from ..errors import RunDirError, sentence
+from ..errors import RunDirError
 from ..lm import check_tokens
 from ..networks.loss import evaluate, returns_log_probs, token_nll
 from ..networks.models import RNNLM
@@ -55,7 +55,16 @@ from . import distributed
 from .callbacks import Callback, LivePlot, ProgressBar
 from .checkpoint import copy_state, save_checkpoint
 from .optim import averaged_weights, make_optimizer, optimizer_name, scaled_lr, set_lr, should_switch_to_asgd
-from .rundir import BEST, RunDir, RunLock, capture_rng, check_writable_file, restore_rng, state_to_cpu
+from .rundir import (
+    BEST,
+    RunDir,
+    RunLock,
+    capture_rng,
+    check_writable_file,
+    claim_on_every_rank,
+    restore_rng,
+    state_to_cpu,
+)
 from .trainconfig import MIN_WINDOW, RESUMABLE_CHANGES, History, TrainConfig, load_run_config
 
 __all__ = ["TrainConfig", "Trainer", "History", "Callback", "evaluate", "make_optimizer", "scaled_lr",
@@ -197,25 +206,13 @@ class Trainer:
         every rank raises the same sentence."""
         if not self.config.out_dir:
             return None
-        run, lock, error = RunDir(self.config.out_dir), None, None
-        if distributed.is_main():
-            try:
-                lock = run.lock().acquire()
-                run.clean()
-                if not resume or (resume == "auto" and not run.has_run()):
-                    run.clear() if overwrite else run.refuse_fresh_start()
-            except Exception as err:  # raised below, on every rank
-                error = err
-                if lock is not None:
-                    lock.release()
-                    lock = None
-        if distributed.active():
-            message = distributed.broadcast_object(None if error is None else sentence(error))
-            if message is not None and error is None:
-                error = RunDirError(message)
-        if error is not None:
-            raise error
-        return lock
+        run = RunDir(self.config.out_dir)
+
+        def prepare():
+            run.clean()
+            if not resume or (resume == "auto" and not run.has_run()):
+                run.clear() if overwrite else run.refuse_fresh_start()
+        return claim_on_every_rank(run, prepare)
 
     def _setup(self, resume) -> Optional[dict]:
         """Check the settings and paths, place model and data; return the saved state when resuming."""
