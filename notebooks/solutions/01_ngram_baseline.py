@@ -42,6 +42,10 @@ ppl_by_D = {D: math.exp(-kn_bigram_logprobs(embedded.train, embedded.valid, V_e,
 best_D = min(ppl_by_D, key=ppl_by_D.get)
 
 
+# 01.discount-why
+discount_too_small, discount_too_large = "a", "b"
+
+
 def _frequency(tokens, V):       # how often each word occurs: not the continuation probability
     return torch.bincount(tokens[1:], minlength=V).double() / (len(tokens) - 1)
 
@@ -55,9 +59,11 @@ ANSWERS = {
     "01.continuation": p_continuation,
     "01.addk-limit": addk_limit_ppl,
     "01.discount": best_D,
+    "01.discount-why": (discount_too_small, discount_too_large),
 }
 WRONG = {
     "01.continuation": [_frequency, _unnormalised],
     "01.addk-limit": [float("inf"), 0.5, 500],
     "01.discount": [0.1, 0.3, 0.75],
+    "01.discount-why": [("b", "a"), ("a", "c"), ("d", "b"), ("a", "e")],
 }

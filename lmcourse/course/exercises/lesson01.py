@@ -6,6 +6,7 @@ r"""Lesson 01 exercises: the Kneser-Ney continuation probability, add-k's limit,
   perplexity tends to :math:`V`.
 - ``01.discount``: the discount :math:`D` of the interpolated Kneser-Ney bigram, on a grid, with the
   lowest validation perplexity on the embedded corpus.
+- ``01.discount-why``: what a too small and a too large :math:`D` do, as a choice among :data:`DISCOUNT_EFFECTS`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import math
 
 import torch
 
-from . import Wrong, exercise
+from . import Unsolved, Wrong, exercise
 
 DISCOUNTS = (0.1, 0.3, 0.5, 0.7, 0.9)  # the grid of exercise 01.discount
 ADDK_V = 1_000  # the vocabulary size of exercise 01.addk-limit
@@ -121,3 +122,37 @@ def check_discount(answer) -> str:
                     "perplexity. Compare all five.")
     return (f"D = {best:g}, near the estimate t1 / (t1 + 2 t2) = {estimate:.2f}: a smaller D leaves too little mass "
             "for the words never seen after a context, a larger one takes too much from those that were.")
+
+
+# 01.discount-why: the choices the lesson lists, and why each wrong one is wrong
+DISCOUNT_EFFECTS = {
+    "a": "the discounts free too little mass, so a word never seen after the context gets too low a probability",
+    "b": "each seen bigram loses too much of its count, so the model trusts the unigram level even where the "
+         "pair was seen",
+    "c": "the probabilities of a context's next words no longer sum to one",
+    "d": "nothing: the interpolation weight gamma makes up for any D exactly",
+}
+_WHY_NOT = {
+    "c": "they still sum to one for every D between 0 and 1: gamma(v) hands the unigram level exactly the mass "
+         "the discounts took.",
+    "d": "gamma makes the sum right, not the split: D decides how much of a seen pair's count goes to the "
+         "unigram level, and the validation perplexities differ across D.",
+}
+
+
+@exercise("01.discount-why", hint="write out p(w | v) for a pair seen once, and for a pair never seen, at D = 0.1 "
+                                  "and at D = 0.9; which of the two terms grows with D?")
+def check_discount_why(answer) -> str:
+    small, large = (str(a).strip().lower() if a is not None else None for a in answer)
+    if small is None or large is None:
+        raise Unsolved
+    for which, got in (("too small", small), ("too large", large)):
+        if got not in DISCOUNT_EFFECTS:
+            raise Wrong(f"answer one of {', '.join(DISCOUNT_EFFECTS)} for D {which}, not {got!r}.")
+        if got in _WHY_NOT:
+            raise Wrong(f"({got}) for D {which}: {_WHY_NOT[got]}")
+    if (small, large) != ("a", "b"):
+        raise Wrong("the two are swapped: a small D takes little from the seen pairs, so little is left over for "
+                    "the unseen ones; a large D takes much.")
+    return ("a small D starves the unseen continuations (gamma(v) is proportional to D), a large D flattens the "
+            "seen ones towards the unigram level; the best D on the grid sits between.")
