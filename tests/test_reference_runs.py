@@ -114,6 +114,16 @@ def test_prune_removes_what_a_regeneration_no_longer_made(monkeypatch, tmp_path)
     assert not (tmp_path / "reference" / removed[0]).exists()
 
 
+def test_a_lettered_lessons_runs_are_its_own(monkeypatch, tmp_path):
+    _setup(monkeypatch, tmp_path, store=True)
+    stored_runs.train_or_load("02b-demo", {"seed": 0}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("02-demo", {"seed": 0}, _trainer([]), VOCAB)
+    assert {r["name"]: r["lesson"] for r in reference.read_manifest()} == {"02b-demo": "02b", "02-demo": "02"}
+    since = max(r["saved_at"] for r in reference.read_manifest()) + 1
+    assert [f.split("-")[0] for f in reference.prune("02", since)] == ["02"]
+    assert [r["name"] for r in reference.read_manifest()] == ["02b-demo"]
+
+
 @pytest.fixture
 def registry(monkeypatch):
     monkeypatch.setattr(lesson_runs, "REGISTRY", {})

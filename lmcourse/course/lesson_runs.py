@@ -82,3 +82,18 @@ def _fingerprint(dataset: str) -> str:
     from ..training.stored_runs import corpus_fingerprint
 
     return corpus_fingerprint(load_corpus(dataset).vocab)
+
+
+@declare("02b-char-lstm")
+def _char_lstm(scale):
+    """Lesson 02b's character LSTM: at ``cpu``, three epochs of Adam over Tiny Shakespeare's first million characters."""
+    common = dict(lr=3e-3, clip=0.25, seed=0, temperature=0.8)
+    by_scale = {
+        "ci": dict(corpus="embedded", chars=40_000, emb=16, hidden=32, layers=1, epochs=1, batch=16, bptt=50, watch=8,
+                   sample_len=60),
+        "cpu": dict(corpus="tinyshakespeare", chars=1_000_000, emb=64, hidden=256, layers=1, epochs=3, batch=16,
+                    bptt=64, watch=100, sample_len=300),
+        "gpu": dict(corpus="tinyshakespeare", chars=None, emb=128, hidden=512, layers=2, epochs=20, batch=64,
+                    bptt=150, watch=200, sample_len=500),
+    }
+    return [dict(by_scale[scale], **common)]
