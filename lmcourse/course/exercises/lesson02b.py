@@ -101,8 +101,6 @@ def check_forget_share(answer) -> str:
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
         raise Wrong("give the pair (share_near_one, steps_to_half).")
     share, steps = answer
-    if steps is None or steps is Ellipsis:
-        raise Wrong("set steps_to_half to a whole number of steps.")
     layers, inputs = _layers()
     for layer in layers:
         for threshold in (0.5, 0.7, 0.95):
@@ -113,6 +111,8 @@ def check_forget_share(answer) -> str:
                             f"second of the four blocks (i, f, g, o), and the state starts at zero and is carried "
                             f"from step to step.")
     want_steps = math.ceil(math.log(0.5) / math.log(HALF_LIFE_GATE))
+    if steps is None or steps is Ellipsis:
+        raise Wrong("the shares are right; now set steps_to_half to a whole number of steps.")
     if int(steps) != want_steps:
         raise Wrong(f"{HALF_LIFE_GATE} to the power {int(steps)} is {HALF_LIFE_GATE ** int(steps):.3f}: find the first "
                     f"whole k with {HALF_LIFE_GATE}^k below one half.")
