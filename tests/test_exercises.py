@@ -14,8 +14,8 @@ import pytest
 
 from lmcourse.course import exercises
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-CHECK_CALL = re.compile(r"""check\(\s*["'](\d\d\.[\w-]+)["']""")
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
+CHECK_CALL = re.compile(r"""check\(\s*["'](\d\d[a-z]?\.[\w-]+)["']""")
 HEADING = re.compile(r"^\s*#+\s*Exercise", re.I | re.M)
 DETAILS_CODE = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.S)
 

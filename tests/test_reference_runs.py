@@ -114,6 +114,16 @@ def test_prune_removes_what_a_regeneration_no_longer_made(monkeypatch, tmp_path)
     assert not (tmp_path / "reference" / removed[0]).exists()
 
 
+def test_a_lettered_lessons_runs_are_its_own(monkeypatch, tmp_path):
+    _setup(monkeypatch, tmp_path, store=True)
+    stored_runs.train_or_load("02b-demo", {"seed": 0}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("02-demo", {"seed": 0}, _trainer([]), VOCAB)
+    assert {r["name"]: r["lesson"] for r in reference.read_manifest()} == {"02b-demo": "02b", "02-demo": "02"}
+    since = max(r["saved_at"] for r in reference.read_manifest()) + 1
+    assert [f.split("-")[0] for f in reference.prune("02", since)] == ["02"]
+    assert [r["name"] for r in reference.read_manifest()] == ["02b-demo"]
+
+
 @pytest.fixture
 def registry(monkeypatch):
     monkeypatch.setattr(lesson_runs, "REGISTRY", {})
@@ -168,3 +178,14 @@ def test_make_runs_picks_the_lessons_that_store_runs(tmp_path):
     (tmp_path / "02_b.ipynb").write_text('{"cells": [{"source": "run = train_or_load(NAME, S, f, v)"}]}')
     chosen = lessons.with_runs(lessons.lessons(folder=tmp_path))
     assert [p.name for p in chosen] == ["02_b.ipynb"]
+
+
+def test_a_run_on_another_corpus_is_checked_on_that_corpus(registry, monkeypatch, tmp_path):
+    monkeypatch.setattr(lesson_runs, "LEVELS", {})
+    lesson_runs.declare("02b-chars", level="char")(lambda scale: [{"corpus": "plays", "d": 1}])
+    fp = {("plays", "char"): "abc", "embedded": "zzz"}
+    entry = {"file": "02b-chars-x.pt", "lesson": "02b", "name": "02b-chars", "settings": {"corpus": "plays", "d": 1},
+             "scale": "cpu", "dataset": "embedded", "corpus": "abc"}
+    assert lesson_runs.problems([entry], fp, where=tmp_path) == []
+    moved = lesson_runs.problems([dict(entry, corpus="zzz")], fp, where=tmp_path)
+    assert len(moved) == 1 and "another version of the plays corpus" in moved[0]

@@ -17,7 +17,7 @@ from lmcourse.course import lessons
 from lmcourse.course.outputs import STAMP, output_problems, problems, stamped, unfinished_bars
 
 REPO = Path(__file__).resolve().parents[1]
-LESSONS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+LESSONS = sorted((REPO / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 
 
 def notebook(*outputs, metadata=None) -> dict:
@@ -195,9 +195,12 @@ def test_a_kernel_run_stores_finished_bars_and_readable_widgets(tmp_path, monkey
 
 def test_lessons_are_named_by_number_or_path(tmp_path):
     assert [p.name[:2] for p in lessons.lessons(["7", "01"])] == ["07", "01"]
+    assert [lessons.lesson_id(p) for p in lessons.lessons(["2", "02", "2b", "02B"])] == ["02", "02", "02b", "02b"]
     assert len(lessons.lessons()) == len(LESSONS)
     with pytest.raises(ValueError, match="'10' is not a lesson"):
         lessons.lessons(["10"])
+    with pytest.raises(ValueError, match="'2z' is not a lesson"):
+        lessons.lessons(["2z"])
     with pytest.raises(FileNotFoundError, match="There is no notebook"):
         lessons.lessons([str(tmp_path / "x.ipynb")])
     assert lessons.main(["warm", "banana"]) == 2
@@ -247,6 +250,7 @@ def test_the_book_holds_every_lessons_figures_and_fetches_nothing(tmp_path):
     pages = book.build(tmp_path / "book")
     assert [p["file"] for p in pages] == [f"{path.stem}.html" for path in LESSONS]
     index = (tmp_path / "book" / "index.html").read_text()
+    assert f"<p>{len(LESSONS)} lessons, each a notebook" in index
     for path, page in zip(LESSONS, pages):
         nb = json.loads(path.read_text())
         stored = sum(1 for c in nb["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {}))

@@ -17,8 +17,8 @@ import pytest
 import student
 
 REPO = Path(__file__).resolve().parents[1]
-LESSONS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-LIVE_PLOT_LESSON = "02_lstm_from_equations"
+LESSONS = sorted((REPO / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
+LIVE_PLOT_LESSON = "02b_lstm_language_models"
 FORCE_LIVE_PLOT = ("import os\n"
                    "os.environ['LMCOURSE_LIVE_PLOT'] = '1'   # the browser test: the live plot at ci scale too")
 

@@ -147,7 +147,7 @@ code {{ background: #f3f3f3; padding: 0 3px; }}
 </style>{math}</head>
 <body>
 <h1>Neural language models, from n-grams to the neural cache</h1>
-<p>Nine lessons, each a notebook with its outputs as stored. {ran} To run them yourself, clone the
+<p>{len(pages)} lessons, each a notebook with its outputs as stored. {ran} To run them yourself, clone the
 repository and run <code>make lab</code>; the sliders and boxes shown here as pictures move there.</p>
 {note}
 <ol>{items}</ol>

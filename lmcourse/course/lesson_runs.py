@@ -21,14 +21,20 @@ from .. import config
 from ..training import reference_runs as reference
 
 REGISTRY: dict[str, Callable[[str], list]] = {}
+LEVELS: dict[str, str] = {}  # run name -> the level of the corpus it reads, when not "word"
 
 
-def declare(name: str):
-    """Register ``fn(scale) -> [settings, ...]`` as the runs named ``name``."""
+def declare(name: str, level: str = "word"):
+    """Register ``fn(scale) -> [settings, ...]`` as the runs named ``name``.
+
+    A run reads the lesson's word corpus unless its settings name another (``corpus``); ``level``
+    says at which level (``"char"`` for a character model), so its fingerprint is checked on that."""
     def register(fn):
         if name in REGISTRY:
             raise ValueError(f"The run name {name!r} is declared twice: give each lesson's run its own name.")
         REGISTRY[name] = fn
+        if level != "word":
+            LEVELS[name] = level
         return fn
     return register
 
@@ -48,7 +54,8 @@ def problems(runs: Optional[list] = None, fingerprints: Optional[dict] = None, b
              where=None) -> list:
     """One sentence per committed run that is no longer what its lesson would train, plus the size budget.
 
-    ``fingerprints`` maps a dataset to its corpus fingerprint today (computed when needed)."""
+    ``fingerprints`` maps a dataset (a word corpus) or a pair ``(dataset, level)`` to its corpus fingerprint
+    today (computed when needed)."""
     where = where or reference.folder()
     runs = reference.read_manifest(where) if runs is None else runs
     fingerprints = dict(fingerprints or {})
@@ -64,10 +71,12 @@ def problems(runs: Optional[list] = None, fingerprints: Optional[dict] = None, b
         if _canonical(entry.get("settings")) not in wanted:
             found.append(f"The reference run {entry.get('file')} was trained with settings lesson {lesson} no "
                          f"longer uses: {redo}.")
-        dataset = entry.get("dataset", config.EMBEDDED)
-        if dataset not in fingerprints:
-            fingerprints[dataset] = _fingerprint(dataset)
-        if entry.get("corpus") != fingerprints[dataset]:
+        dataset = (entry.get("settings") or {}).get("corpus") or entry.get("dataset", config.EMBEDDED)
+        level = LEVELS.get(name, "word")
+        read = dataset if level == "word" else (dataset, level)
+        if read not in fingerprints:
+            fingerprints[read] = _fingerprint(dataset, level)
+        if entry.get("corpus") != fingerprints[read]:
             found.append(f"The reference run {entry.get('file')} was trained on another version of the "
                          f"{dataset} corpus: {redo}.")
     size = reference.total_bytes(where)
@@ -77,8 +86,23 @@ def problems(runs: Optional[list] = None, fingerprints: Optional[dict] = None, b
     return found
 
 
-def _fingerprint(dataset: str) -> str:
+def _fingerprint(dataset: str, level: str = "word") -> str:
     from ..corpora.data import load_corpus
     from ..training.stored_runs import corpus_fingerprint
 
-    return corpus_fingerprint(load_corpus(dataset).vocab)
+    return corpus_fingerprint(load_corpus(dataset, level=level).vocab)
+
+
+@declare("02b-char-lstm", level="char")
+def _char_lstm(scale):
+    """Lesson 02b's character LSTM: at ``cpu``, three epochs of Adam over Tiny Shakespeare's first million characters."""
+    common = dict(lr=3e-3, clip=0.25, seed=0, temperature=0.8)
+    by_scale = {
+        "ci": dict(corpus="embedded", chars=40_000, emb=16, hidden=32, layers=1, epochs=1, batch=16, bptt=50, watch=8,
+                   sample_len=60),
+        "cpu": dict(corpus="tinyshakespeare", chars=1_000_000, emb=64, hidden=256, layers=1, epochs=3, batch=16,
+                    bptt=64, watch=100, sample_len=300),
+        "gpu": dict(corpus="tinyshakespeare", chars=None, emb=128, hidden=512, layers=2, epochs=20, batch=64,
+                    bptt=150, watch=200, sample_len=500),
+    }
+    return [dict(by_scale[scale], **common)]

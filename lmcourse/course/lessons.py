@@ -20,13 +20,15 @@ fresh JupyterLab writes, each progress bar in its final state, and a stamp in th
 training every run afresh with ``LMCOURSE_STORE_REFERENCE=1`` so that each finished run is written
 there in half precision; a lesson's entries that the new execution did not make are removed.
 
-A LESSON is a number (``7``, ``07``) or a path; none means all of them.
+A LESSON is a number (``7``, ``07``), a number with its letter (``2b``, ``02b``) or a path; none means
+all of them.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -44,11 +46,17 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 # the starting guess of the time estimate until this machine has run the lesson once.
 ESTIMATE_S = {"ci": 45, "cpu": 420, "gpu": 7200}
 TIMES_FILE = "lesson-times.json"
+PATTERN = "[0-9][0-9]*_*.ipynb"  # 02_lstm_from_equations.ipynb, 02b_lstm_language_models.ipynb, ...
+
+
+def lesson_id(path) -> str:
+    """The lesson's id, the part of its file name before the first underscore: ``02``, ``02b``."""
+    return Path(path).name.split("_", 1)[0]
 
 
 def lessons(names: Sequence[str] = (), folder: Path = NOTEBOOKS) -> list[Path]:
     """The lesson notebooks named (by number or path), or all of them in order."""
-    every = sorted(Path(folder).glob("[0-9][0-9]_*.ipynb"))
+    every = sorted(Path(folder).glob(PATTERN))
     if not names:
         return every
     chosen = []
@@ -60,9 +68,10 @@ def lessons(names: Sequence[str] = (), folder: Path = NOTEBOOKS) -> list[Path]:
                                         "an .ipynb file.")
             chosen.append(path)
             continue
-        match = [p for p in every if name.isdigit() and p.name[:2] == f"{int(name):02d}"]
+        number = re.fullmatch(r"(\d{1,2})([a-z]?)", name.lower())
+        match = [p for p in every if number and lesson_id(p) == f"{int(number[1]):02d}{number[2]}"]
         if not match:
-            raise ValueError(f"{name!r} is not a lesson: give a number such as 7 or 07, or a notebook's path.")
+            raise ValueError(f"{name!r} is not a lesson: give a number such as 7, 07 or 2b, or a notebook's path.")
         chosen.append(match[0])
     return chosen
 
@@ -172,8 +181,8 @@ def regenerate_runs(paths: Sequence[Path]) -> dict:
     env = dict(os.environ, LMCOURSE_STORE_REFERENCE="1", LMCOURSE_RETRAIN="1")
 
     def prune(path: Path, started: float) -> None:
-        for gone in reference.prune(path.name[:2], started):
-            print(f"removed {gone}: lesson {path.name[:2]} no longer trains it")
+        for gone in reference.prune(lesson_id(path), started):
+            print(f"removed {gone}: lesson {lesson_id(path)} no longer trains it")
 
     seconds = warm(with_runs(paths), "cpu", env=env, after=prune)
     print(f"reference runs: {len(reference.read_manifest())} in {reference.folder()}, "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import time
 import warnings
 from pathlib import Path
@@ -99,7 +100,8 @@ def store(name: str, key: str, settings: dict, model, vocab, rows: list, corpus:
     half = copy.deepcopy(model).cpu().half()
     path = save_checkpoint(where / entry_file, half, vocab, rows, {"run": name, "settings": settings,
                                                                    "complete": True, "precision": "float16"})
-    entry = {"file": entry_file, "lesson": name[:2] if name[:2].isdigit() else "", "name": name, "key": key,
+    lesson = re.match(r"\d\d[a-z]?(?=-)", name)  # "06-mos" -> "06", "02b-char-lstm" -> "02b"
+    entry = {"file": entry_file, "lesson": lesson[0] if lesson else "", "name": name, "key": key,
              "settings": json.loads(json.dumps(settings, default=str)), "scale": config.SCALE,
              "dataset": str(config.DATASET), "corpus": corpus, "epochs": len(rows), "bytes": path.stat().st_size,
              "sha256": sha256(path), "saved_at": time.time()}
