@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: lab test unit notebooks bench clean-venv
+.PHONY: lab test unit notebooks bench warm lessons runs book clean-venv
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "lmcourse needs Python >= 3.10; this is " + sys.version.split()[0]'
@@ -26,6 +26,22 @@ unit: $(STAMP)
 
 notebooks: $(STAMP)
 	LMCOURSE_SCALE=ci $(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env -q
+
+# Every lesson executed headless at $${LMCOURSE_SCALE:-cpu}: `warm` trains or loads each stored run (so Run All
+# then loads them), `lessons` also saves the lessons with their outputs. LESSONS="2 7" picks some.
+warm: $(STAMP)
+	$(BIN)/python -m lmcourse.course.lessons warm $(LESSONS)
+
+lessons: $(STAMP)
+	$(BIN)/python -m lmcourse.course.lessons store $(LESSONS)
+
+# The reference runs committed in reference_runs/: every lesson that stores runs retrained at cpu.
+runs: $(STAMP)
+	$(BIN)/python -m lmcourse.course.lessons runs $(LESSONS)
+
+# The lessons with their stored outputs as a static site in book/ (offline: images and MathJax included).
+book: $(STAMP)
+	$(BIN)/python -m lmcourse.course.book --out book
 
 bench: $(STAMP)
 	LMCOURSE_DATA=$${LMCOURSE_DATA:-../shared/data} $(BIN)/python benchmarks/run_all.py

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["ngram", "lstm", "weightdrop", "trainer", "dyneval", "cache", "mos", "memory"]
+BENCHES = ["ngram", "lstm", "weightdrop", "trainer", "dyneval", "dyneval_memory", "cache", "mos", "memory"]
 
 
 def main(argv: list[str]) -> int:

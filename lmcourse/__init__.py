@@ -17,7 +17,7 @@ from .memory import limit_heap_growth as _limit_heap_growth  # noqa: E402
 _limit_heap_growth()
 
 from . import config as _config  # noqa: E402
-from .config import DATASET, device, seed_everything  # noqa: E402
+from .config import device, seed_everything  # noqa: E402
 from .lm import LanguageModel, bits_per_char, perplexity  # noqa: E402
 from .vocab import Vocab  # noqa: E402
 
@@ -29,7 +29,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """``lmcourse.SCALE`` is read from the config on use, so a bad LMCOURSE_SCALE never stops the import."""
-    if name == "SCALE":
-        return _config.SCALE
+    """``lmcourse.SCALE`` and ``lmcourse.DATASET`` are read from the config on use, so a bad
+    LMCOURSE_SCALE or LMCOURSE_DATASET never stops the import."""
+    if name in ("SCALE", "DATASET"):
+        return getattr(_config, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,18 +3,22 @@
 Every notebook's parameter cell reads `SCALE` and `DATASET`:
 
 - ``LMCOURSE_SCALE`` = ``ci`` | ``cpu`` | ``gpu``. ``ci`` is the smallest run that still walks every
-  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is paper-sized. The default is
-  ``gpu`` when CUDA is present, else ``cpu``.
-- ``LMCOURSE_DATASET``: a corpus name for :func:`lmcourse.corpora.data.load_corpus`; the default is the
-  embedded corpus, which needs no network.
+  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is paper-sized (hours, days for
+  lesson 06). The default is ``cpu`` on every machine: a GPU makes it faster, and ``gpu`` is only
+  used when asked for by name.
+- ``LMCOURSE_DATASET``: a corpus name for :func:`lmcourse.corpora.data.load_corpus` (one of
+  :data:`DATASETS`) or a corpus folder; the default is the embedded corpus, which needs no network.
 - ``LMCOURSE_DATA``: where the real corpora live (default: the repository's ``data/``).
 - ``LMCOURSE_CACHE``: where generated corpora and downloads are cached when ``LMCOURSE_DATA`` is
   read-only (default: the repository's ``data/``, else ``~/.cache/lmcourse``).
+- ``LMCOURSE_DIST_TIMEOUT``: under ``torchrun``, the seconds a process waits for the others before it
+  gives up and names the one that stopped answering (default 300).
 
 A bad setting never stops ``import lmcourse``: an unknown ``LMCOURSE_SCALE`` leaves ``SCALE``
 undefined, and reading it (``config.SCALE``, ``by_scale``, :func:`scale`) raises a
-:class:`~lmcourse.errors.ConfigError` saying which values exist. An unusable folder is reported
-the same way when it is first needed. :func:`check_environment` checks everything at once.
+:class:`~lmcourse.errors.ConfigError` saying which values exist; an ``LMCOURSE_DATASET`` that names
+no corpus does the same for ``DATASET`` (a lesson's first cell, which reads both, stops there). An
+unusable folder is reported the same way when it is first needed. :func:`check_environment` checks everything at once.
 """
 from __future__ import annotations
 
@@ -30,13 +34,15 @@ import torch
 from .errors import ConfigError
 
 SCALES = ("ci", "cpu", "gpu")
+DEFAULT_SCALE = "cpu"  # paper-sized runs (gpu) take hours: asked for by name, never picked for a device
 EMBEDDED = "embedded"
+DATASETS = (EMBEDDED, "ptb", "wikitext-2", "tinyshakespeare")  # the corpora known by name
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def scale() -> str:
-    """The scale ``LMCOURSE_SCALE`` asks for now (default ``gpu`` with CUDA, else ``cpu``)."""
-    value = os.environ.get("LMCOURSE_SCALE") or ("gpu" if torch.cuda.is_available() else "cpu")
+    """The scale ``LMCOURSE_SCALE`` asks for now (default ``cpu``, with or without CUDA)."""
+    value = os.environ.get("LMCOURSE_SCALE") or DEFAULT_SCALE
     if value not in SCALES:
         raise ConfigError(f"LMCOURSE_SCALE={value!r} is not a scale: set it to one of {', '.join(SCALES)}, "
                           "or unset it.")
@@ -44,20 +50,31 @@ def scale() -> str:
 
 
 def dataset() -> str:
-    """The corpus ``LMCOURSE_DATASET`` names now (default: the embedded corpus)."""
-    return os.environ.get("LMCOURSE_DATASET") or EMBEDDED
+    """The corpus ``LMCOURSE_DATASET`` names now (default: the embedded corpus): a name of :data:`DATASETS`
+    or a folder holding the three splits, else a :class:`ConfigError`."""
+    value = os.environ.get("LMCOURSE_DATASET") or EMBEDDED
+    folder = Path(value).expanduser()
+    if value not in DATASETS and not all((folder / f"{split}.txt").is_file() for split in ("train", "valid", "test")):
+        raise ConfigError(f"LMCOURSE_DATASET={value!r} is not a corpus: set it to one of {', '.join(DATASETS)} or to a "
+                          "folder holding train.txt, valid.txt and test.txt, or unset it.")
+    return value
 
 
 try:
     SCALE = scale()
 except ConfigError:  # left undefined: __getattr__ below raises the sentence when it is read
     pass
-DATASET = dataset()
+try:
+    DATASET = dataset()
+except ConfigError:  # the same
+    pass
 
 
 def __getattr__(name: str):
     if name == "SCALE":
         return scale()  # only reached when LMCOURSE_SCALE is unusable: raises ConfigError
+    if name == "DATASET":
+        return dataset()  # the same for LMCOURSE_DATASET
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -130,9 +147,29 @@ def data_dir() -> Path:
     return path
 
 
+DIST_TIMEOUT_S = 300.0  # default of LMCOURSE_DIST_TIMEOUT
+
+
+def dist_timeout() -> float:
+    """Seconds a process of a ``torchrun`` job waits for the others (``LMCOURSE_DIST_TIMEOUT``, default 300)."""
+    raw = os.environ.get("LMCOURSE_DIST_TIMEOUT", "").strip()
+    if not raw:
+        return DIST_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        raise ConfigError(f"LMCOURSE_DIST_TIMEOUT={raw!r} is not a number of seconds > 0: set it to, say, 600, or "
+                          f"unset it for {DIST_TIMEOUT_S:g}.")
+    return value
+
+
 def check_environment() -> None:
     """Raise a :class:`ConfigError` for the first unusable ``LMCOURSE_*`` setting, if any."""
     scale()
+    dataset()
+    dist_timeout()
     if os.environ.get("LMCOURSE_CACHE"):
         cache_dir()
     if os.environ.get("LMCOURSE_DATA"):

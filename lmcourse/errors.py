@@ -7,10 +7,16 @@ classes below let a caller (the command line above all) tell such an error from 
 - :class:`ConfigError`: an environment variable or folder setting that cannot be used;
 - :class:`CorpusError`: a corpus file that is missing, empty, not UTF-8 or inconsistent;
 - :class:`CheckpointError`: a checkpoint that is damaged, not a course checkpoint, or does not fit;
-- :class:`MissingFileError`: a file the user named is not there (also a ``FileNotFoundError``).
+- :class:`MissingFileError`: a file the user named is not there (also a ``FileNotFoundError``);
+- :class:`RunDirError`: a run directory that another run is using, that already holds a run, or
+  whose files do not fit the run asked for;
+- :class:`WriteError`: a file that cannot be written (also an ``OSError``), and :class:`NoSpaceError`,
+  the case of a full disk;
+- :class:`StoppedRankError`: a process of a ``torchrun`` job that stopped answering (also a ``RuntimeError``).
 
-The three before it are also ``ValueError`` s, so ``except ValueError`` keeps working for callers that
-knew only that. :class:`lmcourse.corpora.download.DownloadError` is an :class:`LMCourseError` too.
+:class:`ConfigError`, :class:`CorpusError`, :class:`CheckpointError` and :class:`RunDirError` are also
+``ValueError`` s, so ``except ValueError`` keeps working for callers that knew only that.
+:class:`lmcourse.corpora.download.DownloadError` is an :class:`LMCourseError` too.
 
 Argument checks raise ``TypeError`` for the wrong kind of value and ``ValueError`` for a value out
 of range; a float parameter is always checked to be finite (``nan < 0`` is False, so a bare range
@@ -41,6 +47,22 @@ class CheckpointError(LMCourseError, ValueError):
 
 class MissingFileError(LMCourseError, FileNotFoundError):
     """A file the user named (a checkpoint, say) is not there."""
+
+
+class RunDirError(LMCourseError, ValueError):
+    """A run directory in use by another run, already holding a run, or not holding the run asked for."""
+
+
+class WriteError(LMCourseError, OSError):
+    """A file that cannot be written; the message names the file, never a temporary one."""
+
+
+class NoSpaceError(WriteError):
+    """The disk is full: the message says how much the write needed."""
+
+
+class StoppedRankError(LMCourseError, RuntimeError):
+    """A process of a data-parallel job stopped answering; the message names it when it can be told."""
 
 
 def check_number(value, name: str, low: Optional[float] = None, high: Optional[float] = None,

@@ -101,8 +101,9 @@ def mean_nll(model: LanguageModel, tokens) -> float:
 
 
 def perplexity(model: LanguageModel, tokens) -> float:
-    r"""Perplexity :math:`\exp(-\frac{1}{N}\sum_t \log p(x_t \mid x_{<t}))`."""
-    return math.exp(mean_nll(model, tokens))
+    r"""Perplexity :math:`\exp(-\frac{1}{N}\sum_t \log p(x_t \mid x_{<t}))`; ``inf`` past the largest float."""
+    nll = mean_nll(model, tokens)
+    return math.exp(nll) if nll < 709.0 else math.inf
 
 
 def bits_per_char(model: LanguageModel, tokens) -> float:

@@ -2,7 +2,7 @@ r"""The reproduction path: ``train`` a paper's recipe, ``evaluate`` what it trai
 
 ::
 
-    python -m lmcourse train --preset awd-lstm-ptb [--data ptb] [--scale gpu] [--out DIR] [--resume]
+    python -m lmcourse train --preset awd-lstm-ptb [--data ptb] [--scale gpu] [--out DIR] [--resume | --overwrite]
                              [--set key=value ...] [--from RUN_DIR] [--quiet]
     python -m lmcourse evaluate RUN_DIR_OR_CHECKPOINT [--data ...] [--cache] [--dyneval] [--tune-on valid]
     torchrun --nproc_per_node=8 -m lmcourse train --preset awd-lstm-ptb      # data-parallel, one GPU each
@@ -14,6 +14,12 @@ every random state, the curves) plus ``preset.json`` (the preset, scale, corpus 
 then scores the best weights on valid and test. ``--resume`` continues the run exactly where its
 last finished epoch left it. A finetuning preset starts from the best weights of the run it
 continues (``--from``, by default that preset's own default folder).
+
+A run holds the lock of its folder from the first check to the last line (a second ``train`` on
+the same ``--out`` stops at once, see :class:`lmcourse.training.rundir.RunLock`), and a new run never
+starts in a folder holding files of another: continue it with ``--resume``, or delete them with
+``--overwrite``. ``preset.json`` records a checksum of the corpus's token streams, so a resume on a
+corpus whose files changed since is refused.
 
 ``evaluate`` scores a run's best weights (or a checkpoint) on valid and test, alone and with the
 neural cache (Grave et al. 2017) and/or dynamic evaluation (Krause et al. 2018) on top. Their
@@ -34,13 +40,14 @@ from typing import Optional
 
 import torch
 
+from .checksum import digest
 from .config import dataset as default_dataset
 from .config import device, seed_everything
 from .config import scale as default_scale
-from .errors import LMCourseError
+from .errors import LMCourseError, RunDirError, sentence
 from .training import distributed, presets
 from .training.callbacks import Callback, ProgressBar
-from .training.rundir import HISTORY, RunDir, atomic_write_bytes
+from .training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes
 
 __all__ = ["add_cli", "run_train", "run_evaluate", "evaluate_model", "default_out", "read_meta", "META",
            "CACHE_THETAS", "CACHE_LAMS", "TUNE_TOKENS"]
@@ -71,10 +78,12 @@ def add_cli(subparsers) -> None:
                    help="the recipe (listed below)")
     p.add_argument("--data", default=None, help="corpus name or folder (default: the preset's corpus)")
     p.add_argument("--scale", default=None, choices=presets.SCALES,
-                   help="gpu: the paper's recipe; ci, cpu: shrunk (default: $LMCOURSE_SCALE, else gpu with CUDA, "
-                        "else cpu)")
-    p.add_argument("--out", default=None, help="the run directory (default: runs/<preset>-<scale>)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out exactly where it stopped")
+                   help="gpu: the paper's recipe; ci, cpu: shrunk (default: $LMCOURSE_SCALE, else cpu)")
+    p.add_argument("--out", default=None, type=_folder, help="the run directory (default: runs/<preset>-<scale>)")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--resume", action="store_true", help="continue the run in --out exactly where it stopped")
+    start.add_argument("--overwrite", action="store_true",
+                       help="delete the files of an earlier run in --out and start afresh")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any setting, e.g. --set epochs=3 --set dropouti=0.5 (repeatable)")
     p.add_argument("--from", dest="source", default=None, metavar="RUN_DIR",
@@ -95,6 +104,16 @@ def add_cli(subparsers) -> None:
 
 # ------------------------------------------------------------------------------- shared pieces
 
+def _folder(text: str) -> str:
+    """An argparse type: a folder path that is not empty."""
+    if not text.strip():
+        raise ValueError("empty")
+    return text
+
+
+_folder.__name__ = "folder path (not empty)"
+
+
 def default_out(preset: presets.Preset, data: str, scale: str) -> Path:
     """``runs/<preset>-<scale>``, with the corpus's name in it when it is not the preset's own."""
     if data == preset.data:
@@ -104,7 +123,7 @@ def default_out(preset: presets.Preset, data: str, scale: str) -> Path:
 
 
 def read_meta(folder) -> Optional[dict]:
-    """The ``preset.json`` of a run directory, or None when it has none."""
+    """The ``preset.json`` of a run directory (checked field by field), or None when it has none."""
     path = Path(folder) / META
     if not path.is_file():
         return None
@@ -114,6 +133,20 @@ def read_meta(folder) -> Optional[dict]:
         raise LMCourseError(f"{path} cannot be read as JSON: restore it, or start the run again in a new --out.")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or "settings" not in meta:
         raise LMCourseError(f"{path} is not a train command's record: give the run directory train wrote.")
+    edited = f"{path} was changed by hand, so the run it describes is unknown"
+    wrong = next((key for key, kind in (("preset", str), ("scale", str), ("data", str), ("settings", dict),
+                                        ("out", str)) if not isinstance(meta.get(key), kind)), None)
+    if wrong:
+        raise LMCourseError(f"{edited} (its {wrong!r} entry is missing or malformed): restore it, or start the run "
+                            "again in a new --out.")
+    if meta["preset"] not in presets.PRESETS or meta["scale"] not in presets.SCALES:
+        what = f"preset {meta['preset']!r}" if meta["preset"] not in presets.PRESETS else f"scale {meta['scale']!r}"
+        raise LMCourseError(f"{edited} (there is no {what}): restore it, or start the run again in a new --out.")
+    try:
+        presets.check(meta["settings"])
+    except (TypeError, ValueError) as error:
+        raise LMCourseError(f"{edited} ({sentence(error).rstrip('.')}): restore it, or start the run again in a new "
+                            "--out.") from None
     return meta
 
 
@@ -159,7 +192,7 @@ def _model(preset, settings: dict, vocab, source: Optional[Path]):
     config = presets.model_config(settings, len(vocab))
     if preset.finetune_of is None:
         seed_everything(settings["seed"])
-        model = RNNLM(config)
+        model = RNNLM(config)  # a model too big for this machine: one sentence before anything is allocated
         if settings.get("init_all"):
             r = config.init_range
             with torch.no_grad():
@@ -183,12 +216,45 @@ def _model(preset, settings: dict, vocab, source: Optional[Path]):
     return model
 
 
+def _claim(out: Path, resume: bool, overwrite: bool):
+    """Rank 0 takes the lock of ``out`` (held until the command ends), removes what writes killed mid-way
+    left there, and makes sure a fresh run finds no files of another (deleting them with ``--overwrite``);
+    when it cannot, every rank raises the same sentence. Returns the lock (None on other ranks)."""
+    names = RUN_FILES + (META,)
+    lock, error = None, None
+    if distributed.is_main():
+        run = RunDir(out)
+        try:
+            lock = run.lock("--out").acquire()
+            run.clean(names)
+            if not resume:
+                if overwrite:
+                    run.clear(names)
+                else:
+                    run.refuse_fresh_start(names, resume_hint="--resume", overwrite_hint="--overwrite")
+        except Exception as err:  # raised below, on every rank
+            error = err
+            if lock is not None:
+                lock.release()
+                lock = None
+    if distributed.active():
+        message = distributed.broadcast_object(None if error is None else sentence(error))
+        if message is not None and error is None:
+            error = RunDirError(message)
+    if error is not None:
+        raise error
+    return lock
+
+
+def corpus_checksum(corpus) -> str:
+    """The checksum of a corpus's vocabulary and three token streams (:mod:`lmcourse.checksum`)."""
+    return digest([list(corpus.vocab.itos), corpus.train, corpus.valid, corpus.test])
+
+
 def _check_resume(out: Path, meta_now: dict, resume: bool) -> Optional[dict]:
-    """The saved record when resuming (checked against this command), else make sure ``out`` is free."""
+    """The saved record when resuming, checked against this command; None for a fresh run."""
     run = RunDir(out)
     if not resume:
-        if run.has_run():
-            raise LMCourseError(f"{out} already holds a run: continue it with --resume, or choose another --out.")
         return None
     saved = read_meta(out)
     if saved is None or not run.has_run():
@@ -208,9 +274,12 @@ def _check_resume(out: Path, meta_now: dict, resume: bool) -> Optional[dict]:
 def _plan(args) -> dict:
     """Everything the command line decides before any file is read: preset, scale, settings, folders."""
     preset = presets.get(args.preset)
+    if args.source is not None and not preset.finetune_of:
+        raise LMCourseError(f"--from names the trained run a finetuning preset starts from, and {preset.name} trains "
+                            "from scratch: drop --from, or choose a -finetune preset.")
     scale = args.scale or default_scale()
     settings = presets.resolve(preset, scale, presets.parse_overrides(args.set))
-    presets.model_config(settings, 2), presets.train_config(settings)  # bad values stop here, before any file
+    presets.check(settings)  # bad values stop here, before any file
     data = args.data or preset.data
     source = None
     if preset.finetune_of:
@@ -224,11 +293,27 @@ def run_train(args) -> Optional[dict]:
     """The ``train`` command; returns the JSON's dict on rank 0 (None on the other ranks)."""
     t0 = time.perf_counter()
     meta = _plan(args)
+    out = Path(meta["out"])
+    distributed.init()  # joins torchrun's process group; nothing outside torchrun
+    lock = _claim(out, args.resume, args.overwrite)
+    try:
+        return _train(args, meta, t0)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train(args, meta: dict, t0: float) -> Optional[dict]:
+    """``train`` once the folder is claimed."""
     preset, settings, out = presets.get(meta["preset"]), meta["settings"], Path(meta["out"])
     saved = _check_resume(out, meta, args.resume)
-    distributed.init()  # joins torchrun's process group; nothing outside torchrun
     main = distributed.is_main()
     corpus, train, valid, test = _splits(meta["data"], settings)
+    meta["corpus_sha256"] = corpus_checksum(corpus)
+    if saved is not None and saved.get("corpus_sha256", meta["corpus_sha256"]) != meta["corpus_sha256"]:
+        raise LMCourseError(f"The corpus {meta['data']} is not the one the run in {out} started on (its tokens "
+                            "changed since): resume with the files it was trained on, or start afresh with "
+                            "--overwrite or another --out.")
     model = _model(preset, settings, corpus.vocab, meta["from"] and Path(meta["from"]))
     finished = saved is not None and _finished(out, settings["epochs"])
     bar = not args.quiet and main and not finished
@@ -278,12 +363,21 @@ def _finished(out: Path, epochs: int) -> bool:
 
 
 def _history_of(out: Path):
+    """The run's ``history.json`` (an empty History when there is none yet); one sentence when it was edited."""
     from .training.trainconfig import History
 
-    try:
-        state = json.loads((out / HISTORY).read_text())
-    except (OSError, ValueError):
+    path = out / HISTORY
+    if not path.is_file():
         return History()
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        state = None
+    if not (isinstance(state, dict) and isinstance(state.get("rows", []), list)
+            and all(isinstance(row, dict) for row in state.get("rows", []))
+            and isinstance(state.get("best") or {}, dict) and isinstance(state.get("stop_reason") or "", str)):
+        raise LMCourseError(f"{path} is not the history a run wrote (changed by hand?): restore it, or start the run "
+                            "again in a new --out.")
     return History(rows=state.get("rows", []), best=state.get("best"), stop_reason=state.get("stop_reason"),
                    start=state.get("start"))
 
@@ -365,16 +459,33 @@ def evaluate_model(model, train, valid, test, cache: bool = False, dyneval: bool
     return out
 
 
+def _check_run_model(folder: Path, path: Path, stored: dict) -> None:
+    """One sentence when the checkpoint ``path`` holds another model than the run in ``folder`` trained."""
+    run = RunDir(folder)
+    if not run.file("config.json").is_file():
+        return
+    trained = run.read_config()["model"]
+    diff = next((k for k in sorted(set(trained) | set(stored)) if trained.get(k) != stored.get(k)), None)
+    if diff:
+        raise LMCourseError(f"{path} holds a model with {diff}={stored.get(diff)!r}, but the run in {folder} trained "
+                            f"one with {diff}={trained.get(diff)!r} (its config.json): evaluate the run's own best.pt, "
+                            "or move the checkpoint out of the run directory.")
+
+
 def run_evaluate(args) -> dict:
     """The ``evaluate`` command; returns the JSON's dict."""
     from .errors import MissingFileError
     from .training.checkpoint import load_checkpoint
 
     t0 = time.perf_counter()
+    if args.tune_on and not (args.cache or args.dyneval):
+        raise LMCourseError(f"--tune-on {args.tune_on} tunes the settings of the cache and of dynamic evaluation: "
+                            "add --cache and/or --dyneval.")
     target = Path(args.target)
     if not target.exists():
         raise MissingFileError(f"{target} does not exist: give a run directory written by train, or a checkpoint file.")
-    meta = read_meta(target) if target.is_dir() else None
+    folder = target if target.is_dir() else target.parent  # a checkpoint inside a run directory is that run's
+    meta = read_meta(folder)
     path = target / "best.pt" if target.is_dir() else target
     if not path.is_file():
         raise MissingFileError(f"{target} holds no best.pt yet: let the run finish an epoch, or give a checkpoint file.")
@@ -382,12 +493,15 @@ def run_evaluate(args) -> dict:
     settings = meta["settings"] if meta and data == meta["data"] else {}
     corpus, train, valid, test = _splits(data, settings)
     model, info = load_checkpoint(path, vocab=corpus.vocab)
+    if meta is not None:
+        _check_run_model(folder, path, info["config"].as_dict())
     model.vocab = corpus.vocab
     evaluation = presets.get(meta["preset"]).evaluation if meta and data == meta["data"] else {}
     scores = evaluate_model(model, train, valid, test, cache=args.cache, dyneval=args.dyneval,
                             tune=args.tune_on == "valid", evaluation=evaluation)
     wrappers = [w for w, on in (("dyneval", args.dyneval), ("cache", args.cache)) if on]
-    result = {"model": str(path), "preset": meta["preset"] if meta else None, "data": corpus.name,
+    result = {"model": str(path), "preset": meta["preset"] if meta and data == meta["data"] else None,
+              "data": corpus.name,
               "wrappers": wrappers, **scores, "params": model.num_parameters(),
               "seconds": round(time.perf_counter() - t0, 3)}
     label = " + ".join([model.name] + wrappers)

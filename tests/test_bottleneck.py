@@ -1,5 +1,7 @@
 """The softmax bottleneck: rank facts, the exact-fit dimension, the KL fit, and the matrices read from
 the oracle and from a model."""
+import base64
+
 import numpy as np
 import pytest
 import torch
@@ -253,5 +255,22 @@ def test_explorer_draws_the_default_state_and_follows_the_knobs():
     assert "needs d >= 29" in explorer.figure()._suptitle.get_text()  # d is capped at the table's size
     assert explorer.fit(29).kl < 1e-12 and explorer.fit(5).kl > 1e-3
     assert explorer.fit(5) is explorer.fit(5)                            # remembered, not refitted
-    box = explorer.widget()
+    shown = explorer.widget()
+    box = shown.widget
     assert [type(w).__name__ for w in box.children[0].children] == ["IntSlider", "FloatSlider", "IntSlider"]
+    bundle = shown._repr_mimebundle_()  # the widget's view and, in the same output, a picture of it
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == box.model_id
+    assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "children=" not in bundle["text/plain"]
+
+
+def test_the_kl_panel_spends_no_height_on_rounding_noise():
+    from lmcourse.widgets.bottleneck_explorer import EXACT, BottleneckExplorer
+
+    explorer = BottleneckExplorer(d=8, max_iter=20).set(n_values=30, d=29)
+    fig = explorer.figure()
+    bottom, top = fig.axes[1].get_ylim()
+    curve = explorer.curve().numpy()
+    assert (curve < EXACT).any()                                          # exact fits exist past the rank ...
+    assert bottom >= curve[curve > EXACT].min() / 10 and bottom > EXACT  # ... yet the axis stops above the noise
+    assert top >= curve.max()

@@ -1,12 +1,13 @@
 """The neural cache against a float64 per-token loop written the way awd-lstm-lm's pointer.py loops."""
 import math
+import re
 
 import pytest
 import torch
 
 from lmcourse.adapt import cache as cache_mod
 from lmcourse.adapt.cache import CacheMemory, NeuralCache, attention, global_cache, linear_cache
-from lmcourse.adapt.cache_tuning import cache_scores, cache_sums, collect, grid_search, window_sweep
+from lmcourse.adapt.cache_tuning import CacheInputs, cache_scores, cache_sums, collect, grid_search, window_sweep
 from lmcourse.networks.models import RNNLM, LMConfig, log_softmax
 from lmcourse.vocab import Vocab
 
@@ -306,10 +307,52 @@ def test_explorer_agrees_with_the_cache_and_redraws(lstm):
     assert gains[helps[0]] == gains.max() and gains[hurts[0]] == gains.min()
     page = explorer.html(helps[0])
     assert explorer.view(helps[0]).target in page and page.count("<span title=") == 20
-    widget = explorer.widget(t=50)
-    t_slider, out = widget.children[0].children[0], widget.children[2]
-    before = out.value
-    t_slider.value = 60
-    assert out.value != before and "position 60" in out.value
-    widget.children[0].children[1].click()  # "cache helps most"
-    assert t_slider.value == helps[0]
+    shown = explorer.widget(t=50)
+    c = explorer.controls
+    assert shown._repr_mimebundle_()["text/html"] == c["out"].value  # the static copy is the first view
+    before = c["out"].value
+    c["t"].value = 60
+    assert c["out"].value != before and "position 60" in c["out"].value
+    c["forward"].click()
+    assert c["t"].value == 61 and "position 61" in c["out"].value     # one position at a time
+    c["back"].click(), c["back"].click()
+    assert c["t"].value == 59
+    c["helps"].click()  # "cache helps most"
+    assert c["t"].value == helps[0]
+    marks = explorer.interesting(50)
+    c["t"].value = 1
+    c["next"].click()
+    assert c["t"].value == min(p for p in marks if p > 1)
+    c["next"].click()
+    assert c["t"].value == min(p for p in marks if p > min(p for p in marks if p > 1))
+    c["previous"].click()
+    assert c["t"].value == min(p for p in marks if p > 1)
+
+
+def test_explorer_shading_marks_and_openings():
+    from lmcourse.vocab import Vocab
+    from lmcourse.widgets.cache_explorer import CacheExplorer
+
+    words = "<eos> <doc> the a name bob".split()
+    vocab = Vocab(words)
+    text = "<doc> <eos> the bob a the bob a the <doc> <eos> bob a the bob".split()
+    targets = torch.tensor([vocab.stoi[w] for w in text])
+    T, H = len(text), 4
+    hidden = torch.zeros(T, H)
+    hidden[2, 0] = hidden[14, 0] = 3.0                       # position 14 looks hardest at 2, outside the view,
+    hidden[12, 0] = 1.0                                      # and among the words shown, at 12
+    log_p = torch.full((T,), math.log(0.05))
+    inputs = CacheInputs(targets, hidden, log_p, log_p.clone(), torch.zeros(T))
+    explorer = CacheExplorer(inputs, vocab, theta=0.5, lam=0.3, window=100, context=6, opening=2)
+    assert explorer.openings().tolist() == [i in (0, 1, 2, 9, 10, 11) for i in range(T)]
+    _, hurts = explorer.extremes(T)
+    assert hurts and not set(hurts) & {0, 1, 2, 9, 10, 11}
+    t = 14                                                  # target "bob", seen at 3, 6 and 11
+    page = explorer.html(t)
+    shades = [float(x) for x in re.findall(r"rgba\(230, 120, 0, ([\d.]+)\)", page)]
+    v = explorer.view(t)
+    assert int(v.positions[v.weights.argmax()]) == 2         # the strongest weight lies outside the view ...
+    assert len(shades) == 7 and shades[4] == 1.0 and max(shades[:6]) == 1.0  # ... yet 12 is drawn full colour
+    assert all(0 < a < 1 for k, a in enumerate(shades[:6]) if k != 4)
+    assert page.count(f"border-bottom: 3px solid") - 1 == 1  # one earlier "bob" among the 6 words shown, + the key
+    assert page.count("<caption") == 2 and "strongest attention" in page

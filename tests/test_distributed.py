@@ -1,6 +1,7 @@
 """Data-parallel training: two gloo processes on the CPU reach the weights of one process that
 trains on their combined batch; only rank 0 writes; a stop on one rank stops both."""
 import os
+import signal
 import socket
 import time
 
@@ -105,6 +106,55 @@ def test_two_gloo_processes_equal_one_process_on_the_combined_batch(tmp_path):
     # trainer.stop set on rank 1 alone stops both ranks at the same batch, in the first epoch
     assert [r["stopped"]["stop"] for r in ranks] == ["callback", "callback"]
     assert [r["stopped"]["rows"] for r in ranks] == [1, 1]
+
+
+SILENCE_S = 8  # how long the ranks wait for a silent peer in the test below
+
+
+class PauseRankOne(Callback):
+    """Rank 1 stops itself (SIGSTOP, as a debugger or a hung device would) after its second batch."""
+
+    def on_batch_end(self, trainer, batch_idx, loss):
+        if distributed.rank() == 1 and batch_idx == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def silent_worker(rank, world, port, folder):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    distributed.init(timeout_s=SILENCE_S)
+    try:
+        train(folder, "silent", callbacks=[PauseRankOne()], epochs=3, max_batches=None)
+        message = "finished"
+    except Exception as error:
+        message = f"{type(error).__name__}: {error}"
+    (folder / f"silent{rank}.txt").write_text(message)
+
+
+def stop_a_rank(folder) -> str:
+    """Train with two gloo processes until rank 1 stops itself; return what rank 0 raised (one line).
+    Used by tests/test_bad_inputs.py, with the other cases a user meets."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        context = mp.start_processes(silent_worker, args=(2, free_port(), folder), nprocs=2, join=False,
+                                     start_method="spawn")
+    finally:
+        if hidden is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES")
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = hidden
+    report, deadline = folder / "silent0.txt", time.monotonic() + TIMEOUT_S
+    try:
+        while not report.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        for process in context.processes:  # rank 1 is stopped: it never ends by itself
+            process.kill()
+            process.join(timeout=10)
+    assert report.exists(), f"rank 0 did not give up within {TIMEOUT_S} s"
+    return report.read_text()
 
 
 def test_helpers_without_a_process_group(monkeypatch):

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from lmcourse.corpora.embedded import ensure, load_params, write_corpus
+from lmcourse.corpora.embedded import CHECKSUMS, ensure, intact, load_params, write_corpus
 from lmcourse.corpora.grammar import CAT, Params, build_lexicon, phrase_rules
 from lmcourse.corpora.oracle import Oracle
+from lmcourse.corpora.wordcheck import DICTIONARY, check_folder, english_share
 from lmcourse.lm import perplexity
 from lmcourse.ngram.model import NGramLM
 from lmcourse.vocab import Vocab
@@ -45,7 +46,7 @@ def test_same_seed_same_bytes_and_other_seed_differs(tmp_path):
 # The digest of SMALL's four files, as written with the pinned numpy (requirements.lock). Every draw
 # is an integer draw from integer weights, so another machine must write the same bytes; a change
 # to the generative story must bump embedded.FORMAT and this digest together.
-SMALL_DIGEST = "f4c0726af08411d34bb365e2871ddb499fad439fc5408c061f8c386a2f4b88bd"
+SMALL_DIGEST = "d3d88d938d13e8fc241016a67d61f50411e9bccd9b57e115d7695b1e8aae4edc"
 
 
 def test_bytes_match_the_pinned_digest(tmp_path):
@@ -121,11 +122,15 @@ def test_topics_shift_between_documents(corpus):
 
 
 def test_fixed_expressions_make_a_trigram_pay(tmp_path):
-    """The fixed expressions are what a trigram and a 4-gram gain from; with phrase_rate=0 the
-    words two back tell nothing the last word does not, and the trigram gains nothing."""
+    """The fixed expressions are what a trigram and a 4-gram gain from. With phrase_rate=0, and
+    without the two word-level preferences (a verb's favourite objects two or three words on, agent
+    nouns as subjects: a "the" after a verb or at a sentence start), the words two back tell nothing
+    the last word does not, and the trigram gains nothing."""
     ppl, fixed_words = {}, {}
     for rate in (1.0, 0.0):
         params = replace(Params(), train_tokens=200_000, valid_tokens=30_000, test_tokens=1_000, phrase_rate=rate)
+        if rate == 0.0:
+            params = replace(params, preference=1.0, agent_boost=1)
         folder = write_corpus(tmp_path / str(rate), params)
         vocab = Vocab((folder / "vocab.txt").read_text().splitlines())
         train, valid = read_split(folder, "train", vocab), read_split(folder, "valid", vocab)
@@ -141,3 +146,42 @@ def test_phrases_of_one_host_must_not_be_prefixes_of_each_other():
     assert ("PH:OPOST>at the", "end", "END", 1.0) in rules and ("OPOST", "at", "PH:OPOST>at", 2.0) in rules
     with pytest.raises(ValueError, match="prefix of another phrase"):
         phrase_rules("OPOST", [("a year", 1.0, "END"), ("a year ago", 1.0, "END")])
+
+
+def test_english_share_leaves_markup_numbers_and_punctuation_out():
+    tokens = "the bank <eos> N $ -lrb- zikard banks 3.5 , the <unk> <doc> well-known".split()
+    share = english_share(tokens, {"the", "bank", "well-known"})
+    assert share["n_tokens"] == 6 and share["n_types"] == 5        # the x2, bank, zikard, banks, well-known
+    assert share["tokens"] == pytest.approx(4 / 6) and share["types"] == pytest.approx(3 / 5)
+    with pytest.raises(ValueError, match="no words"):
+        english_share(["<eos>", "N", "$"], {"the"})
+
+
+def test_the_corpus_is_english(corpus, capsys):
+    """Real words, not invented ones: the default corpus's word tokens and types against Debian's
+    word list (case-folded) and the census names."""
+    if not DICTIONARY.is_file():
+        pytest.skip(f"Debian's word list is not installed at {DICTIONARY} (apt-get install wamerican).")
+    folder, _, _ = corpus
+    share = check_folder(folder)
+    with capsys.disabled():
+        print(f"\nembedded corpus, training split: {share['tokens']:.1%} of word tokens and {share['types']:.1%} "
+              f"of word types are dictionary words")
+    assert share["tokens"] >= 0.95 and share["types"] >= 0.85
+
+
+@pytest.mark.parametrize("damage", ["a word changed", "a file missing", "a file cut short", "no checksums"])
+def test_a_damaged_corpus_folder_is_generated_again(tmp_path, damage):
+    folder = ensure(tmp_path / "small", SMALL)
+    whole = digest(folder)
+    if damage == "a word changed":
+        train = folder / "train.txt"
+        train.write_text(train.read_text().replace(" the ", " thy ", 1))
+    elif damage == "a file missing":
+        (folder / "valid.txt").unlink()
+    elif damage == "a file cut short":
+        (folder / "test.txt").write_bytes((folder / "test.txt").read_bytes()[:100])
+    else:
+        (folder / CHECKSUMS).unlink()
+    assert not intact(folder)
+    assert ensure(folder, SMALL) == folder and intact(folder) and digest(folder) == whole

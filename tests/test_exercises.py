@@ -96,3 +96,31 @@ def test_unsolved_prints_a_hint_and_passes_without_strict(monkeypatch, capsys):
         exercises.check("99.demo", lambda: 3)
     with pytest.raises(KeyError, match="no exercise"):
         exercises.get("98.nothing")
+
+
+def _answer_pieces(function) -> set[str]:
+    """The code a reference answer is made of: each statement and expression of 12 characters or more."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    pieces = set()
+    for node in ast.walk(tree.body[0]):
+        if isinstance(node, ast.Assign) or (isinstance(node, ast.expr) and not isinstance(node, (ast.Name,
+                                                                                                ast.Attribute))):
+            text = ast.unparse(node)
+            if len(text) >= 12:
+                pieces.add(re.sub(r"\s+", "", text))
+    return pieces
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_hints_guide_without_giving_the_answer(nb):
+    module, _ = _solutions(nb)
+    for id, answer in module.ANSWERS.items():
+        if not callable(answer):
+            continue
+        hint = re.sub(r"\s+", "", exercises.get(id).hint)
+        given = sorted(p for p in _answer_pieces(answer) if p in hint)
+        assert not given, f"the hint of {id} contains its answer's code: {given}"

@@ -3,7 +3,7 @@
 Floors, lowest first (``lmcourse/README.md`` gives the same table):
 
 0. the base modules at the top level: ``errors``, ``config``, ``memory``, ``vocab``, ``lm``,
-   ``literature``, ``progress`` (and the package's ``__init__``);
+   ``literature``, ``progress``, ``checksum`` (and the package's ``__init__``);
 1. ``corpora``;  2. ``ngram``, ``networks``;  3. ``training``, ``adapt``;  4. ``widgets``;  5. ``course``;
 6. the command line at the top level: ``__main__``, ``reproduce``.
 
@@ -18,7 +18,7 @@ import pytest
 import lmcourse
 
 ROOT = Path(lmcourse.__file__).parent
-BASE = {"__init__", "errors", "config", "memory", "vocab", "lm", "literature", "progress"}
+BASE = {"__init__", "errors", "config", "memory", "vocab", "lm", "literature", "progress", "checksum"}
 COMMAND_LINE = {"__main__", "reproduce"}
 FLOORS = {"corpora": 1, "ngram": 2, "networks": 2, "training": 3, "adapt": 3, "widgets": 4, "course": 5}
 TOP_FLOOR = max(FLOORS.values()) + 1

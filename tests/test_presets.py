@@ -85,17 +85,19 @@ def test_finetuning_presets_continue_their_base_with_the_same_model():
 
 def test_overrides_are_read_as_their_fields_types():
     got = P.parse_overrides(["lr=3", "epochs=2", "tie=false", "last_size=none", "dropout_kind=standard",
-                             "train-tokens=500", "variable_bptt=1"])
+                             "train-tokens=500", "variable_bptt=1", "hidden_size=2e2"])
     assert got == dict(lr=3.0, epochs=2, tie=False, last_size=None, dropout_kind="standard", train_tokens=500,
-                       variable_bptt=True)
-    assert isinstance(got["lr"], float) and isinstance(got["epochs"], int)
+                       variable_bptt=True, hidden_size=200)
+    assert isinstance(got["lr"], float) and isinstance(got["epochs"], int) and isinstance(got["hidden_size"], int)
 
 
 @pytest.mark.parametrize("pair, message", [
     ("lrr=3", r"there is no setting 'lrr'; the settings are .*\blr\b"),
-    ("epochs=two", r"epochs takes a int, and 'two' is not one"),
+    ("epochs=two", r"epochs takes a whole number, and 'two' is not one"),
+    ("epochs=2.5", r"epochs takes a whole number, and '2\.5' is not one"),
+    ("epochs=inf", r"epochs takes a whole number, and 'inf' is not one"),
     ("epochs=none", r"epochs cannot be none"),
-    ("tie=maybe", r"tie takes a bool"),
+    ("tie=maybe", r"tie takes true or false"),
     ("lr", r"write it as key=value"),
 ])
 def test_bad_overrides_say_what_is_wrong_in_one_sentence(pair, message):

@@ -208,7 +208,13 @@ def test_evaluate_scores_the_best_weights_alone_and_with_wrappers(corpus, tmp_pa
     expected = perplexity(NeuralCache(model, paper["theta"], paper["lam"], paper["window"]), test)
     assert cached["test_ppl"] == pytest.approx(expected, abs=1e-3) and cached["test_ppl"] != alone["test_ppl"]
 
-    assert main(["evaluate", str(tmp_path / "e" / "best.pt"), "--data", str(corpus), "--dyneval", "--cache",
+    assert main(["evaluate", str(tmp_path / "e" / "best.pt")]) == 0  # a checkpoint in a run directory is that run's
+    inside = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert inside["preset"] == "awd-lstm-ptb" and inside["data"] == "tiny"
+    assert (inside["valid_ppl"], inside["test_ppl"]) == (alone["valid_ppl"], alone["test_ppl"])
+
+    shutil.copy(tmp_path / "e" / "best.pt", tmp_path / "copy.pt")  # outside any run: no preset, whole splits
+    assert main(["evaluate", str(tmp_path / "copy.pt"), "--data", str(corpus), "--dyneval", "--cache",
                  "--tune-on", "valid"]) == 0
     tuned = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert tuned["wrappers"] == ["dyneval", "cache"] and tuned["preset"] is None

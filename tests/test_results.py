@@ -19,11 +19,18 @@ def test_results_persist_and_replace(tmp_path):
 
 
 def test_cmp_passes_close_and_fails_far(capsys):
-    a = torch.tensor([1.0, 2.0])
+    a = torch.tensor([1.0, 2.0], dtype=torch.float64)
     assert cmp("same", a, a.clone()) == 0.0
-    assert "exact: True" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="differs by"):
+    assert capsys.readouterr().out.split() == ["same", "agrees", "exactly", "(tolerance", "1e-06)"]
+    assert cmp("close", a, a + 3e-9) == pytest.approx(3e-9)
+    out = capsys.readouterr().out
+    assert "agrees to 3e-09 (tolerance 1e-06)" in out and "exact" not in out and "False" not in out
+    with pytest.raises(AssertionError, match="differs by 0.001, more than the tolerance 1e-06"):
         cmp("far", a, a + 1e-3)
+    assert "far" in (out := capsys.readouterr().out) and "DIFFERS by 0.001 (tolerance 1e-06)" in out
+    with pytest.raises(AssertionError, match="nan"):
+        cmp("nan", a, a * float("nan"))
+    assert "DIFFERS by nan" in capsys.readouterr().out
     with pytest.raises(ValueError, match="shapes differ"):
         cmp("shape", a, a[:1])
 

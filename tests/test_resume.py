@@ -7,6 +7,7 @@ import pytest
 import torch
 from test_train import TRAIN, VALID, V, model, same_weights, weights
 
+from lmcourse import checksum
 from lmcourse.networks.models import LMConfig
 from lmcourse.training.callbacks import Callback
 from lmcourse.training.checkpoint import load_checkpoint
@@ -161,7 +162,8 @@ def test_a_fresh_run_refuses_a_folder_holding_a_run_and_resume_needs_one(tmp_pat
         Trainer(model(), TRAIN, VALID, TrainConfig(epochs=1, batch_size=10, eval_batch_size=5)).fit(resume=True)
     _, history = run(tmp_path / "auto", resume="auto", epochs=1)  # nothing to resume: starts afresh
     assert len(history) == 1
-    with pytest.raises(ValueError, match=r"already holds a run: continue it with fit\(resume=True\)"):
+    with pytest.raises(ValueError, match=r"already holds a run that can be continued: continue it with "
+                                         r"fit\(resume=True\), start over with fit\(overwrite=True\)"):
         run(tmp_path / "auto", epochs=2)
     _, history = run(tmp_path / "auto", resume="auto", epochs=2)
     assert history.column("epoch") == [1, 2]
@@ -197,7 +199,7 @@ def test_resuming_with_another_number_of_processes_warns_and_continues(tmp_path)
     path = RunDir(tmp_path).file("last.pt")
     state = torch.load(path, weights_only=True)
     state["rng"] = state["rng"] * 2  # as if two processes had saved it
-    torch.save(state, path)
+    torch.save(checksum.seal(state), path)
     with pytest.warns(RuntimeWarning, match=r"saved by 2 processes and resumes with 1: it continues, but not bit"):
         _, history = run(tmp_path, resume=True, epochs=2)
     assert history.stop_reason == "completed" and history.column("epoch") == [1, 2]
@@ -216,6 +218,6 @@ def test_a_run_that_stopped_on_the_non_monotone_trigger_stays_stopped_when_resum
     path = RunDir(tmp_path).file("last.pt")
     state = torch.load(path, weights_only=True)
     state["stop_reason"] = None
-    torch.save(state, path)
+    torch.save(checksum.seal(state), path)
     _, history = run(tmp_path, resume=True, stop_nonmono=True, epochs=EPOCHS + 3)
     assert len(history) > SWITCH

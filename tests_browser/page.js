@@ -76,6 +76,42 @@
     return this.cells().flatMap((c) => [...c.querySelectorAll(".widget-slider [role=slider]")])[k];
   },
 
+  // Every picture each output slot has shown during the run, as it is redrawn in place (a live plot):
+  // watch() records them, imageHistory() lists { cell, output, distinct } per slot that held an image.
+  watch() {
+    if (this._seen) return;
+    this._seen = new Map();
+    const note = (img) => {
+      const cell = img.closest(".jp-Cell");
+      const child = img.closest(".jp-OutputArea-child");
+      if (!cell || !child || !img.src) return;
+      const index = this.cells().indexOf(cell);
+      const slot = [...child.parentElement.children].indexOf(child);
+      const key = `${index}:${slot}`;
+      if (!this._seen.has(key)) this._seen.set(key, new Set());
+      let h = 2166136261;
+      for (let i = 0; i < img.src.length; i++) h = Math.imul(h ^ img.src.charCodeAt(i), 16777619) >>> 0;
+      this._seen.get(key).add(`${img.src.length}:${h}`);
+    };
+    new MutationObserver((records) => {
+      for (const r of records) {
+        if (r.type === "attributes" && r.target.tagName === "IMG") note(r.target);
+        for (const n of r.addedNodes || []) {
+          if (n.nodeType !== 1) continue;
+          if (n.tagName === "IMG") note(n);
+          n.querySelectorAll && n.querySelectorAll("img").forEach(note);
+        }
+      }
+    }).observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ["src"] });
+  },
+
+  imageHistory() {
+    return [...(this._seen || new Map()).entries()].map(([key, srcs]) => {
+      const [cell, output] = key.split(":").map(Number);
+      return { cell, output, distinct: srcs.size };
+    });
+  },
+
   // A fingerprint of everything the outputs show except the sliders themselves (their readouts move
   // with the handle): text, images, widget HTML and canvases.
   signature() {

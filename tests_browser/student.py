@@ -9,7 +9,9 @@ What counts as a problem (each reported as one line naming the lesson and the ce
   lesson whose code plots but whose page shows no image (a backend that is not the inline one);
 - a widget that does not render as one: "Error displaying widget", still "Loading widget...", a
   widget's repr as raw text (``interactive(...``, ``FloatSlider(...``), or tqdm's "IProgress not found";
-- a slider that moves neither with the arrow key nor by dragging, or whose move changes no output.
+- a slider that moves neither with the arrow key nor by dragging, or whose move changes no output;
+- in a lesson saved by ``make lessons`` (stamped), what the page shows on opening, before anything
+  runs: a widget's raw text, or a progress bar stopped below 100%.
 """
 import json
 import os
@@ -27,6 +29,8 @@ TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^(\w+\.)*\w*(Error|
 FIGURE_AS_TEXT = re.compile(r"^<Figure size [\d.]+x[\d.]+ with \d+ Axes>$", re.M)
 WIDGET_AS_TEXT = re.compile(r"^\s*(interactive|[A-Z]\w*(Slider|Box|Dropdown|Buttons?|Output|Checkbox|Text|Textarea|"
                             r"Combobox|Select|Progress|Tab|Accordion|Label|HTML|Image|Picker|Play))\(", re.M)
+# tqdm's "40%|", or an HTML bar's "40%" followed by its counts "4/10" (its track has no text)
+STUCK_BAR = re.compile(r"(?<![\d.])(\d{1,3})%\s*(\||\d[\d.,]*[kMG]?/|$)")
 MAX_SLIDERS = 6              # sliders moved per lesson, in page order
 TIMEOUT = float(os.environ.get("LMCOURSE_BROWSER_TIMEOUT", "300"))   # seconds for one Run All
 
@@ -77,6 +81,7 @@ class Visit:
     widgets: int = 0
     sliders: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    redrawn: list[dict] = field(default_factory=list)    # output slots whose picture changed while running
 
     def summary(self) -> str:
         moved = "; ".join(self.sliders) if self.sliders else "no slider"
@@ -92,7 +97,9 @@ class Student:
         self.page, self.lab, self.notebook = page, lab, Path(notebook)
         self.timeout, self.slider_timeout = timeout, slider_timeout
         self.relpath = self.notebook.relative_to(lab.root).as_posix()
-        cells = json.loads(self.notebook.read_text())["cells"]
+        nb = json.loads(self.notebook.read_text())
+        cells = nb["cells"]
+        self.stamped = "lmcourse" in nb.get("metadata", {})
         self.sources = ["".join(c["source"]) for c in cells]
         self.code = [src for src, c in zip(self.sources, cells) if c["cell_type"] == "code"]
         self.visit = Visit(self.notebook.stem)
@@ -111,9 +118,12 @@ class Student:
     def run(self) -> Visit:
         start = time.monotonic()
         self.open()
+        if self.stamped:
+            self.visit.problems += self.stored_problems()
         self.menu("Edit", "editmenu:clear-all")
         self.menu("Run", "runmenu:run-all")
         if self.wait_for_run():
+            self.visit.redrawn = [h for h in self.js("imageHistory()") if h["distinct"] >= 2]
             cells = self.look()
             if not self.visit.problems:
                 self.move_sliders()
@@ -124,7 +134,7 @@ class Student:
         return self.visit
 
     def open(self) -> None:
-        self.page.add_init_script("window.__lesson = " + JS)
+        self.page.add_init_script("window.__lesson = " + JS + ";\nwindow.__lesson.watch();")
         self.page.goto(self.lab.lesson_url(self.relpath))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -136,6 +146,21 @@ class Student:
             time.sleep(0.5)
         raise AssertionError(f"{self.visit.lesson}: the notebook did not open with an idle kernel within 120 s "
                              f"(kernel status {state['status']!r}).")
+
+    def stored_problems(self) -> list[str]:
+        """What the lesson shows as opened, before it runs: raw widget text or a bar below 100%."""
+        found = []
+        for c in self.js("report()"):
+            for out in c["outputs"]:
+                text = out["text"]
+                if out["mime"] != "widget" and WIDGET_AS_TEXT.search(text):
+                    found.append(f"{self.where(c['index'])}: on opening, a widget shown as raw text: "
+                                 f"{_line(text, WIDGET_AS_TEXT)[:80]}")
+                bars = [ln.rsplit("\r", 1)[-1] for ln in text.split("\n")]
+                low = [b for b in bars if (m := STUCK_BAR.search(b)) and int(m.group(1)) < 100]
+                if low:
+                    found.append(f"{self.where(c['index'])}: on opening, a progress bar below 100%: {low[0].strip()[:80]}")
+        return found
 
     def menu(self, name: str, command: str) -> None:
         """Clicks menu ``name`` then its item for ``command`` (what a student does with the mouse)."""

@@ -117,3 +117,15 @@ def test_figures_that_never_appear_are_caught(page, lab):
     v = visit(page, lab, "zz_agg.ipynb", ["import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
                                           "plt.plot([1, 2]); plt.show()"])
     assert len(v.problems) == 1 and "shows no image" in v.problems[0], v.problems
+
+
+@pytest.mark.parametrize("text, stuck", [
+    ("fitting:   0%|          | 0/10 [00:00<?, ?it/s]", True),      # a tqdm widget's text copy
+    ("cut:  40%4/10 [00:01<00:02]", True),                            # the course's HTML bar, as the page reads it
+    ("model pass:  40%32.0k/80.0k [00:01<00:02]", True),
+    ("fitting: 100%10/10 [00:03<00:00]", False),
+    ("5% of the tokens are names", False),
+])
+def test_a_bar_below_100_percent_is_recognised(text, stuck):
+    m = student.STUCK_BAR.search(text)
+    assert (m is not None and int(m.group(1)) < 100) == stuck

@@ -307,16 +307,20 @@ class NeuralCache(LanguageModel):
     def score(self, tokens) -> torch.Tensor:  # (N,) -> (N,) float64
         r""":math:`\log p(x_t \mid x_{<t})` with the cache, model state and cache carried over the whole stream."""
         tokens = check_tokens(tokens, len(self.vocab))
-        memory, pieces, start = CacheMemory(self.window, self.chunk), [], 0
+        memory, start = CacheMemory(self.window, self.chunk), 0
+        out = None  # (N,) float64, one buffer on the model's device, filled chunk by chunk
         for logits, h in self.model.stream(tokens):
             with torch.no_grad():  # per chunk: nothing is left switched off between yields
                 h = h.detach()
+                if out is None:
+                    out = torch.empty(tokens.numel(), dtype=torch.float64, device=logits.device)
                 y = tokens[start:start + h.shape[0]].to(h.device)
                 theta = torch.tensor([self.theta], dtype=h.dtype, device=h.device)
                 l_all, l_match = memory.read(h, y, theta)
-                pieces.append(self._mix(logits.detach(), l_all[0], l_match[0], y.to(logits.device), start))
+                out[start:start + h.shape[0]] = self._mix(logits.detach(), l_all[0], l_match[0],
+                                                          y.to(logits.device), start)
             start += h.shape[0]
-        return torch.cat(pieces).double().cpu()
+        return out.cpu()
 
     # ------------------------------------------------------------------- step interface
 

@@ -68,7 +68,7 @@ class CacheInputs:
 
 
 def _bar(total: int, desc: str, progress: Optional[bool]):
-    from tqdm.auto import tqdm
+    from ..progress import tqdm
     return tqdm(total=total, desc=desc, unit="tok", unit_scale=True, disable=not progress_enabled(progress),
                 leave=False)
 

@@ -50,6 +50,7 @@ __all__ = ["METHODS", "DEFAULTS", "PAPER_SETTINGS", "GradientStats", "gradient_s
            "grid_search", "paper_grid"]
 
 METHODS = ("rms", "sgd")
+MAX_LR = 100.0  # the largest learning rate accepted: far above any useful one (the papers' are below 1)
 # The reference code's defaults for ``rms`` at bptt 5 (dynamic-evaluation code, dynamiceval.py).
 DEFAULTS = dict(lr=5e-5, decay=2e-3, eps=2e-5)
 # Settings published in the *old* scaling of the first version of the reference code; convert them
@@ -64,14 +65,16 @@ PAPER_SETTINGS = {
 
 # ----------------------------------------------------------------------------- checks
 
-def _number(value, name: str, low: float, high: float = math.inf, low_open: bool = False) -> float:
+def _number(value, name: str, low: float, high: float = math.inf, low_open: bool = False,
+            high_closed: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}.")
     value = float(value)
-    if value < low or (low_open and value == low) or value >= high:
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g})"
+    if value < low or (low_open and value == low) or value > high or (value == high and not high_closed):
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{']' if high_closed else ')'}"
         raise ValueError(f"{name}={value:g} is outside {interval}: " + {
-            "lr": "the learning rate cannot be negative (0 leaves the weights as trained).",
+            "lr": ("a step moves each weight by about lr times its (scaled) gradient, so 0 leaves the weights as "
+                   f"trained and a rate above {MAX_LR:g} only wrecks them; the papers' rates are below 1."),
             "decay": "a decay of 1 or more would overshoot theta_0; use 0 <= decay < 1.",
             "eps": "eps keeps g / (MS + eps) finite where MS is 0; give a small positive number.",
         }[name])
@@ -143,7 +146,7 @@ def gradient_stats(model: nn.Module, tokens, batch_size: int = 100, bptt: int = 
     squares = [torch.zeros_like(p) for p in params]
     batches = bptt_batches(source, bptt)
     if progress_enabled(progress):
-        from tqdm.auto import tqdm
+        from ..progress import tqdm
         batches = tqdm(batches, total=math.ceil((source.size(0) - 1) / bptt), desc="gradient statistics",
                        unit="segment", dynamic_ncols=True)
     state, count = None, 0
@@ -266,8 +269,8 @@ class DynamicEval(LanguageModel):
             raise ValueError(f"Unknown method {method!r}: use 'rms' (steps scaled by training-set RMS gradients) "
                              "or 'sgd' (plain gradient steps).")
         self.model, self.method = model, method
-        self.lr, self.decay = _number(lr, "lr", 0.0), _number(decay, "decay", 0.0, 1.0)
-        self.eps = _number(eps, "eps", 0.0, low_open=True) if method == "rms" else float(eps)
+        self.lr, self.decay = _number(lr, "lr", 0.0, MAX_LR, high_closed=True), _number(decay, "decay", 0.0, 1.0)
+        self.eps = _number(eps, "eps", 0.0, low_open=True)  # read by "rms" only, checked for both
         self.bptt = _positive_int(bptt, "bptt")
         self.stats = self._check_stats(stats) if method == "rms" else None
         self.vocab = model.vocab
@@ -358,12 +361,17 @@ class DynamicEval(LanguageModel):
     def score(self, tokens) -> torch.Tensor:  # (N,) -> (N,) float64
         r""":math:`\log p(x_t \mid x_{<t})` for every token, each predicted before the weights saw it."""
         tokens = check_tokens(tokens, self.config.vocab_size).to(self.device)
-        pieces, i = [], 0
-        for logits, _ in self.stream(tokens):
+        out = torch.empty(tokens.numel(), dtype=torch.float64, device=self.device)  # (N,): one buffer, filled in place
+        i = 0
+        for logits, _ in self.stream(tokens):  # nothing of a segment is kept past its turn
             t = logits.size(0)
-            pieces.append(log_softmax(logits).gather(1, tokens[i:i + t].view(-1, 1)).squeeze(1))  # (t,)
+            out[i:i + t] = log_softmax(logits).gather(1, tokens[i:i + t].view(-1, 1)).squeeze(1)  # (t,)
             i += t
-        return torch.cat(pieces).double().cpu()
+        if not bool(torch.isfinite(out).all()):  # a softmax of finite logits never gives NaN or -inf
+            first = int((~torch.isfinite(out)).nonzero()[0])
+            warnings.warn(f"Dynamic evaluation diverged: from token {first} on the adapted weights give no finite "
+                          f"log-probabilities; lower the learning rate (lr={self.lr:g}).", RuntimeWarning, stacklevel=2)
+        return out.cpu()
 
     # ------------------------------------------------------------ step interface
 
@@ -477,10 +485,12 @@ def grid_search(model: nn.Module, tokens, lrs: Sequence[float], decays: Sequence
     ppl = torch.full((len(lrs), len(decays)), math.nan, dtype=torch.float64)
     bar = None
     if progress_enabled(progress):
-        from tqdm.auto import tqdm
+        from ..progress import tqdm
         bar = tqdm(total=len(runs), desc=f"grid {len(lrs)} lr x {len(decays)} decay", unit="run", dynamic_ncols=True)
     for k, run in enumerate(runs):
-        nll = mean_nll(run, tokens)
+        with warnings.catch_warnings():  # a diverged setting is marked below, by its infinite perplexity
+            warnings.simplefilter("ignore", RuntimeWarning)
+            nll = mean_nll(run, tokens)
         ppl.view(-1)[k] = math.exp(nll) if nll < 700 else math.inf  # a diverged setting: infinite perplexity
         if bar is not None:
             bar.update(1)

@@ -44,16 +44,17 @@ import numpy as np
 import torch
 
 from .. import config
+from ..checksum import seal, verify
 from ..errors import CorpusError, check_int, check_number
 from ..vocab import EOS, UNK, Vocab
 from . import download
 
-NAMES = (config.EMBEDDED, "ptb", "wikitext-2", "tinyshakespeare")
+NAMES = config.DATASETS
 LEVELS = ("word", "char")
 SPLITS = ("train", "valid", "test")
 SHAKESPEARE_CUTS = (0.90, 0.95)  # train / valid / test = 90% / 5% / 5% of the characters
 CACHE_MIN_BYTES = 1 << 20  # smaller corpora encode in a few ms: no token cache
-CACHE_FORMAT = 2  # bump when the encoding changes, so that older caches are not read
+CACHE_FORMAT = 3  # bump when the encoding or the cache file changes, so that older caches are not read
 UNSEEN_CHAR = "\ufffd"  # the replacement character: a character of valid or test unseen in train
 
 
@@ -195,8 +196,9 @@ def _texts(files: list[Path]) -> list[str]:
 # The token cache: encoding WikiText-2 takes about a second, reading its ids back a few ms.
 
 
-def _cache_path(label: str, level: str, files: list[Path], min_count: int) -> Optional[Path]:
-    """Where the ids of these exact bytes (keyed by their sha256) are cached; None for small corpora.
+def _cache_key(level: str, files: list[Path], min_count: int) -> Optional[str]:
+    """The sha256 of what the ids are made from: the files' bytes, the level and ``min_count``;
+    None for small corpora (not cached).
 
     The key is the files' content, not their size and modification time, so an edit restored with
     ``touch -r`` is still seen; hashing WikiText-2 takes about 8 ms.
@@ -204,14 +206,22 @@ def _cache_path(label: str, level: str, files: list[Path], min_count: int) -> Op
     if sum(f.stat().st_size for f in files) < CACHE_MIN_BYTES:
         return None
     hashes = [download.sha256_of(f) for f in files]
-    digest = hashlib.sha256(json.dumps([CACHE_FORMAT, level, min_count, hashes]).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([CACHE_FORMAT, level, min_count, hashes]).encode()).hexdigest()
+
+
+def _cache_path(label: str, level: str, key: str) -> Path:
+    """Where the ids of the source with sha256 ``key`` are cached."""
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in label)
-    return config.cache_dir() / "tokens" / f"{safe}-{level}-{digest}.pt"
+    return config.cache_dir() / "tokens" / f"{safe}-{level}-{key[:16]}.pt"
 
 
-def _load_cached(path: Path):
+def _load_cached(path: Path, key: str):
+    """The cached ``(streams, vocab, unk_mapped)``, or None when the file is missing, damaged (its
+    checksum does not match its contents) or made from another source (another ``key``)."""
     try:
         saved = torch.load(path, weights_only=True)
+        if not (verify(saved) and saved.get("source") == key):
+            return None
         streams, vocab, mapped = [saved[s] for s in SPLITS], Vocab(saved["itos"]), saved["unk_mapped"]
     except Exception:  # a missing or damaged cache is simply rebuilt
         return None
@@ -220,21 +230,23 @@ def _load_cached(path: Path):
     return None
 
 
-def _save_cached(path: Path, streams: list[torch.Tensor], vocab: Vocab, mapped: dict) -> None:
-    """Write atomically; replace older caches of the same corpus; skip silently where nothing can be written."""
+def _save_cached(path: Path, key: str, streams: list[torch.Tensor], vocab: Vocab, mapped: dict) -> None:
+    """Write atomically, sealed with its checksum and the ``key`` of its source; replace older caches of
+    the same corpus; skip silently where nothing can be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
         os.close(fd)
         try:
-            torch.save({"itos": vocab.itos, "unk_mapped": mapped, **dict(zip(SPLITS, streams))}, tmp)
+            payload = {"source": key, "itos": vocab.itos, "unk_mapped": mapped, **dict(zip(SPLITS, streams))}
+            torch.save(seal(payload), tmp)
             os.replace(tmp, path)
         finally:
             Path(tmp).unlink(missing_ok=True)
         for old in path.parent.glob(path.name.rsplit("-", 1)[0] + "-*.pt"):
             if old != path:
                 old.unlink(missing_ok=True)
-    except OSError:
+    except (OSError, RuntimeError):
         pass
 
 
@@ -337,13 +349,14 @@ def load_corpus(name=None, level: str = "word", data_dir=None, cache: bool = Tru
         raise ValueError(f"min_count={min_count} applies to words: leave it at 1 for level='char'.")
     label, files, vocab_file = _locate(name, data_dir)
     keyed = files + ([vocab_file] if vocab_file and level == "word" else [])
-    path = _cache_path(label, level, keyed, min_count) if cache else None
-    cached = _load_cached(path) if path is not None else None
+    key = _cache_key(level, keyed, min_count) if cache else None
+    path = _cache_path(label, level, key) if key is not None else None
+    cached = _load_cached(path, key) if path is not None else None
     if cached is None:
         texts = _texts(files)
         cached = _char_corpus(texts) if level == "char" else _word_corpus(texts, vocab_file, min_count)
         if path is not None:
-            _save_cached(path, *cached)
+            _save_cached(path, key, *cached)
     streams, vocab, mapped = cached
     return Corpus(label, level, *streams, vocab, mapped)
 

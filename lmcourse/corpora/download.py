@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, Tuple, Union
 
-from tqdm.auto import tqdm
+from ..progress import tqdm
 
 from ..errors import LMCourseError
 

@@ -23,9 +23,11 @@ import numpy as np
 
 from .grammar import (
     CAT,
+    NAME_LIST,
     NOUN_CATS,
     SCALE,
     VERB_CATS,
+    WORD_LIST,
     Grammar,
     Lexicon,
     Params,
@@ -34,8 +36,9 @@ from .grammar import (
     preference_mass,
 )
 
-FORMAT = 5  # bump when the story changes, so stale caches are rebuilt
+FORMAT = 6  # bump when the story or its word lists change, so stale caches and stored runs are left alone
 NAME_SLOT, VALUE_SLOT = -1, -2
+TOPICS_FILE = Path(__file__).with_name("topics.py")
 
 
 class Sampler:
@@ -65,7 +68,7 @@ def _sentences(lex: Lexicon, gram: Grammar, params: Params, topic: np.ndarray, r
     for c in range(C):                                                # rows: (context * K + topic) * C + category
         word_rows[np.arange(len(weights) * K) * C + c] = np.where(lex.cat == c, weights, 0).reshape(-1, len(lex.words))
     word_draw = Sampler(word_rows)
-    prefer = _Preference(lex, params)
+    prefer = _Preference(lex, params, gram)
     B = len(topic)
     state, verb = np.full(B, gram.start), np.zeros(B, dtype=np.int64)
     active = np.ones(B, dtype=bool)
@@ -80,7 +83,8 @@ def _sentences(lex: Lexicon, gram: Grammar, params: Params, topic: np.ndarray, r
         w[rows[c == CAT["NAME"]]] = NAME_SLOT
         w[rows[c == CAT["VALUE"]]] = VALUE_SLOT
         obj = gram.object_noun[state[rows]] & np.isin(c, NOUN_CATS)
-        w[rows[obj]] = prefer.apply(w[rows[obj]], c[obj], topic[rows[obj]], verb[rows[obj]], rng)
+        w[rows[obj]] = prefer.apply(w[rows[obj]], c[obj], topic[rows[obj]], verb[rows[obj]],
+                                    gram.context[state[rows[obj]]], rng)
         is_verb = np.isin(c, VERB_CATS)
         verb[rows[is_verb]] = lex.lemma[w[rows[is_verb]]]
         columns.append(w)
@@ -92,19 +96,21 @@ def _sentences(lex: Lexicon, gram: Grammar, params: Params, topic: np.ndarray, r
 
 class _Preference:
     """Object nouns after verb v: with probability q = (beta-1) S / (1 + (beta-1) S) redraw from v's
-    preferred nouns (weighted by topic), which gives exactly the distribution in grammar.preference_mass."""
+    preferred nouns (weighted by topic, among those the state's context allows), which gives exactly
+    the distribution in grammar.preference_mass."""
 
-    def __init__(self, lex: Lexicon, params: Params):
+    def __init__(self, lex: Lexicon, params: Params, gram: Grammar):
         self.lex, self.beta = lex, params.preference
-        self.S = preference_mass(lex)                                          # (K, n_verbs)
-        sg = lex.topic_weight[:, lex.noun_ids[0]]                              # (K, n_nouns)
-        self.draw_pref = Sampler(sg[:, lex.prefer].reshape(-1, lex.prefer.shape[1]))  # rows z * n_verbs + v
+        self.S = preference_mass(lex, gram.factor)                             # (L, K, n_verbs)
+        sg = gram.factor[:, None, lex.noun_ids[0]] * lex.topic_weight[None, :, lex.noun_ids[0]]  # (L, K, n_nouns)
+        self.K, self.n_verbs = sg.shape[1], lex.prefer.shape[0]
+        self.draw_pref = Sampler(sg[:, :, lex.prefer].reshape(-1, lex.prefer.shape[1]))  # rows (ctx K + z) n_verbs + v
 
-    def apply(self, w, c, z, v, rng):
-        S = self.S[z, v]
+    def apply(self, w, c, z, v, ctx, rng):
+        S = self.S[ctx, z, v]
         q = (self.beta - 1) * S / (1 + (self.beta - 1) * S)
         redraw = rng.random(len(w)) < q
-        col = self.draw_pref.draw(z * self.lex.prefer.shape[0] + v, rng)
+        col = self.draw_pref.draw((ctx * self.K + z) * self.n_verbs + v, rng)
         lemma = self.lex.prefer[v, col]
         form = self.lex.noun_ids[(c == CAT["NOUN_PL"]).astype(int), lemma]
         return np.where(redraw, form, w)
@@ -171,12 +177,30 @@ EOS_ID, CAT_DOC_ID = 0, 1  # the lexicon lists <eos> and <doc> first
 
 
 def _key(params: Params) -> str:
-    blob = json.dumps({"format": FORMAT, **asdict(params)}, sort_keys=True).encode()
+    """The cache folder's name: the format, the parameters and the word lists the corpus is made of."""
+    lists = hashlib.sha256(b"".join(f.read_bytes() for f in (WORD_LIST, NAME_LIST, TOPICS_FILE))).hexdigest()
+    blob = json.dumps({"format": FORMAT, "lists": lists, **asdict(params)}, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:10]
 
 
+FILES = ("train.txt", "valid.txt", "test.txt", "vocab.txt")
+CHECKSUMS = "checksums.json"  # the sha256 of each of FILES, written with them
+
+
+def _checksums(folder: Path) -> dict:
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in FILES}
+
+
+def intact(folder: Path) -> bool:
+    """True when ``folder`` holds the corpus files with the checksums written beside them."""
+    try:
+        return json.loads((folder / CHECKSUMS).read_text()) == _checksums(folder)
+    except (OSError, ValueError):
+        return False
+
+
 def write_corpus(folder: Path, params: Params = Params()) -> Path:
-    """Generate the three splits and the vocabulary into ``folder`` (atomically)."""
+    """Generate the three splits and the vocabulary into ``folder`` (atomically), with their checksums."""
     lex = build_lexicon(params)
     gram = build_grammar(params, lex)
     assert lex.words[EOS_ID] == "<eos>" and lex.words[CAT_DOC_ID] == "<doc>"
@@ -192,6 +216,7 @@ def write_corpus(folder: Path, params: Params = Params()) -> Path:
             (tmp / f"{split}.txt").write_text(text, encoding="utf-8")
         (tmp / "vocab.txt").write_text("\n".join(lex.words) + "\n", encoding="utf-8")
         (tmp / "params.json").write_text(json.dumps({"format": FORMAT, **asdict(params)}, indent=1))
+        (tmp / CHECKSUMS).write_text(json.dumps(_checksums(tmp), indent=1))
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
@@ -201,12 +226,16 @@ def write_corpus(folder: Path, params: Params = Params()) -> Path:
 
 
 def ensure(folder: Path | None = None, params: Params = Params()) -> Path:
-    """The folder holding the embedded corpus for ``params``, generated on first use and cached."""
+    """The folder holding the embedded corpus for ``params``, generated on first use and cached.
+
+    A folder whose files do not match the checksums written with them (damaged, edited, or left
+    half-written) is generated again: the same seed gives the same bytes.
+    """
     if folder is None:
         from ..config import cache_dir
         folder = cache_dir() / f"embedded-{params.seed}-{_key(params)}"
     folder = Path(folder)
-    if not all((folder / f).is_file() for f in ("train.txt", "valid.txt", "test.txt", "vocab.txt")):
+    if not intact(folder):
         write_corpus(folder, params)
     return folder
 

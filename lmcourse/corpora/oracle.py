@@ -76,7 +76,7 @@ class Oracle(LanguageModel):
         self.value_index = np.full(len(lex.words), -1)
         self.value_index[lex.value_ids] = np.arange(len(lex.value_ids))
         self.eos, self.doc = vocab.stoi["<eos>"], vocab.stoi["<doc>"]
-        self.beta, self.S = params.preference, preference_mass(lex)         # (K, n_verbs)
+        self.beta, self.S = params.preference, preference_mass(lex, gram.factor)  # (L, K, n_verbs)
         self.preferred = np.zeros((len(lex.prefer), len(lex.words)), dtype=bool)  # (n_verbs, V)
         for form in lex.noun_ids:
             self.preferred[np.arange(len(lex.prefer))[:, None], form[lex.prefer]] = True
@@ -90,10 +90,11 @@ class Oracle(LanguageModel):
         word = np.where(sym[:, None] >= self.n_cat, 0.0, self.log_word[self.gram.context[s], :, x])
         return self.log_emit[s, :, sym] + word, sym
 
-    def _preference(self, x: np.ndarray, verb: np.ndarray) -> np.ndarray:
-        """log of the selectional-preference factor for object nouns x after verbs ``verb``: (n, K)."""
+    def _preference(self, x: np.ndarray, verb: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        """log of the selectional-preference factor for object nouns x after verbs ``verb``, drawn in
+        states of contexts ``ctx``: (n, K)."""
         boost = 1 + (self.beta - 1) * self.preferred[verb, x]              # (n,)
-        return np.log(boost)[:, None] - np.log1p((self.beta - 1) * self.S[:, verb].T)
+        return np.log(boost)[:, None] - np.log1p((self.beta - 1) * self.S[ctx, :, verb])
 
     # ------------------------------------------------------------------ whole-stream scoring
     def states(self, x: np.ndarray) -> np.ndarray:
@@ -115,7 +116,7 @@ class Oracle(LanguageModel):
         ll = self._emission(s, x)[0]                                      # (N, K)
         obj = np.flatnonzero(self.object_noun[s] & self.is_noun[x])
         last_verb = np.maximum.accumulate(np.where(self.is_verb[x], np.arange(len(x)), 0))
-        ll[obj] += self._preference(x[obj], self.lex.lemma[x[last_verb[obj]]])
+        ll[obj] += self._preference(x[obj], self.lex.lemma[x[last_verb[obj]]], self.gram.context[s[obj]])
         ll_post = np.where(np.isfinite(ll), ll, -1e4)
         ll_post -= ll_post.max(1, keepdims=True)
         seg = np.concatenate([[0], np.cumsum(x[:-1] == self.doc)])        # topic resets after <doc>
@@ -195,7 +196,8 @@ class Oracle(LanguageModel):
         if len(obj):
             nouns = np.flatnonzero(self.is_noun)
             v = state["verb"][obj]
-            factor = np.exp(self._preference(np.tile(nouns, len(obj)), np.repeat(v, len(nouns))))
+            ctx = np.repeat(self.gram.context[state["s"][obj]], len(nouns))
+            factor = np.exp(self._preference(np.tile(nouns, len(obj)), np.repeat(v, len(nouns)), ctx))
             terms[obj[:, None], :, nouns[None, :]] *= factor.reshape(len(obj), len(nouns), -1)
         p = np.einsum("bk,bkv->bv", post, terms)                          # (B, V)
         logp = _log(p)
@@ -213,7 +215,7 @@ class Oracle(LanguageModel):
         s = state["s"]
         ll, sym = self._emission(s, x)                                    # (B, K), (B,)
         obj = np.flatnonzero(self.object_noun[s] & self.is_noun[x])
-        ll[obj] += self._preference(x[obj], state["verb"][obj])
+        ll[obj] += self._preference(x[obj], state["verb"][obj], self.gram.context[s[obj]])
         ll = np.where(np.isfinite(ll), ll, -1e4)
         C = state["C"] + ll - ll.max(1, keepdims=True)
         names = state["names"].copy()

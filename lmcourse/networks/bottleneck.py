@@ -316,7 +316,7 @@ def model_rows(model, tokens, positions, bptt: int = 1000, dtype=torch.float64, 
     g, start, n = [], 0, int(sorted_pos[-1]) + 1
     chunks = model.stream(tokens[:n], bptt)
     if progress:
-        from tqdm.auto import tqdm
+        from ..progress import tqdm
         chunks = tqdm(chunks, total=-(-n // bptt), desc="reading the text", leave=False)
     for logits, h in chunks:
         t = logits.size(0)

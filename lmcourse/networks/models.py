@@ -24,6 +24,8 @@ linear decoder; other heads (the mixture of softmaxes) register themselves with
 from __future__ import annotations
 
 import importlib
+import math
+import os
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterator, NamedTuple, Optional
@@ -88,10 +90,18 @@ class LMConfig:
             raise ValueError(f"LMConfig.dropout_kind={self.dropout_kind!r} is unknown: use 'locked' or 'standard'.")
         for name in DROPOUT_FIELDS:
             p = getattr(self, name)
-            if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+            if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
                 raise ValueError(f"LMConfig.{name}={p!r} is not a dropout probability: give a number in [0, 1).")
-        if not self.init_range > 0:
-            raise ValueError(f"LMConfig.init_range must be > 0, got {self.init_range!r}.")
+        r = self.init_range
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not (math.isfinite(r) and r > 0):
+            raise ValueError(f"LMConfig.init_range must be a finite number > 0, got {r!r}.")
+        if not isinstance(self.tie, bool):
+            raise ValueError(f"LMConfig.tie must be True or False, got {self.tie!r}.")
+        if self.last_size is not None and (isinstance(self.last_size, bool) or not isinstance(self.last_size, int)
+                                           or self.last_size < 1):
+            raise ValueError(f"LMConfig.last_size must be a positive integer or None, got {self.last_size!r}.")
+        if not isinstance(self.head, str) or not known_head(self.head):
+            raise ValueError(f"LMConfig.head={self.head!r} is unknown: use one of {', '.join(head_names())}.")
         if self.head_size is not None and (isinstance(self.head_size, bool) or not isinstance(self.head_size, int)
                                            or self.head_size < 1):
             raise ValueError(f"LMConfig.head_size must be a positive integer or None, got {self.head_size!r}.")
@@ -156,6 +166,7 @@ class SoftmaxHead(nn.Module):
 
 HeadFactory = Callable[[LMConfig, nn.Embedding, int], nn.Module]
 HEADS: dict[str, HeadFactory] = {}
+HEAD_MODULES = ("mos",)  # modules of this package that register a head of their own name when imported
 
 
 def register_head(name: str, factory: HeadFactory) -> None:
@@ -171,15 +182,22 @@ def _softmax_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn
 register_head("softmax", _softmax_head)
 
 
+def known_head(name: str) -> bool:
+    """True when ``name`` is a registered head, or one its module ``lmcourse.networks.<name>`` registers on import."""
+    if name not in HEADS and name in HEAD_MODULES:
+        importlib.import_module(f"{__package__}.{name}")
+    return name in HEADS
+
+
+def head_names() -> list:
+    """Every head ``LMConfig.head`` may name: those registered and those their modules register on import."""
+    return sorted(set(HEADS) | set(HEAD_MODULES))
+
+
 def build_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
-    """The head named by ``config.head``; a module ``lmcourse.<name>`` may register it on import."""
-    if config.head not in HEADS:
-        try:
-            importlib.import_module(f"{__package__}.{config.head}")
-        except ModuleNotFoundError:
-            pass
-    if config.head not in HEADS:
-        raise ValueError(f"LMConfig.head={config.head!r} is unknown: use one of {', '.join(sorted(HEADS))}.")
+    """The head named by ``config.head``; a module ``lmcourse.networks.<name>`` may register it on import."""
+    if not known_head(config.head):
+        raise ValueError(f"LMConfig.head={config.head!r} is unknown: use one of {', '.join(head_names())}.")
     return HEADS[config.head](config, embedding, in_size)
 
 
@@ -217,14 +235,58 @@ def inference(model: nn.Module):
 
 # ----------------------------------------------------------------------------------- the model
 
+def count_parameters(config: LMConfig) -> int:
+    r"""The parameters of ``RNNLM(config)`` with a softmax head, from the sizes alone (no tensor made):
+    :math:`VE + \sum_\ell 4(H_\ell(I_\ell + H_\ell) + 2H_\ell) + V\,H_{last} + V`, less :math:`VE` when tied."""
+    lstm = sum(4 * (o * (i + o) + 2 * o) for i, o in config.layer_sizes())
+    decoder = config.vocab_size * config.last_size + config.vocab_size
+    tied = config.vocab_size * config.emb_size if config.tie and config.head == "softmax" else 0
+    return config.vocab_size * config.emb_size + lstm + decoder - tied
+
+
+def memory_bytes(device: torch.device) -> Optional[int]:
+    """The memory of ``device`` (a GPU's, else the machine's); None when it cannot be told."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    if device.type != "cpu":
+        return None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows)
+        return None
+
+
+def _too_big(config: LMConfig, have: Optional[int]) -> str:
+    n = count_parameters(config)
+    where = "the memory left" if have is None else f"the {have / 1e9:,.1f} GB of memory of this machine"
+    return (f"The model has about {n:,} parameters, {4 * n / 1e9:,.1f} GB of weights before any gradient, more than "
+            f"{where}: lower hidden_size, emb_size or num_layers.")
+
+
 class RNNLM(nn.Module, LanguageModel):
-    """The LSTM language model of the course (see the module docstring for the equations)."""
+    """The LSTM language model of the course (see the module docstring for the equations).
+
+    A configuration whose weights alone exceed the memory of the device they would be made on is
+    refused with one sentence before anything is allocated.
+    """
 
     def __init__(self, config: LMConfig):
         super().__init__()
         if not isinstance(config, LMConfig):
             raise TypeError(f"RNNLM needs an LMConfig, got {type(config).__name__}: "
                             "build one with LMConfig(vocab_size=...).")
+        have = memory_bytes(torch.empty(0).device)  # where tensors are made now (meta: no check)
+        if have is not None and 4 * count_parameters(config) > have:
+            raise ValueError(_too_big(config, have))
+        try:
+            self._build(config)
+        except (RuntimeError, MemoryError) as error:  # torch.OutOfMemoryError is a RuntimeError
+            text = str(error).lower()
+            if isinstance(error, MemoryError) or "can't allocate" in text or "out of memory" in text:
+                raise ValueError(_too_big(config, None)) from None
+            raise
+
+    def _build(self, config: LMConfig) -> None:
         self.config = config
         self.name = f"LSTM {config.num_layers}x{config.hidden_size}" + (" tied" if config.tie else "")
         self.vocab = None
@@ -320,12 +382,13 @@ class RNNLM(nn.Module, LanguageModel):
     def score(self, tokens, bptt: int = 2000) -> torch.Tensor:  # (N,) -> (N,) float64
         r""":math:`\log p(x_t \mid x_{<t})` for every token, state carried across chunks of ``bptt``."""
         tokens = check_tokens(tokens, self.config.vocab_size).to(self.device)
-        pieces, i = [], 0
+        out = torch.empty(tokens.numel(), dtype=torch.float64, device=self.device)  # (N,): one buffer, filled in place
+        i = 0
         for logits, _ in self.stream(tokens, bptt):
             t = logits.size(0)
-            pieces.append(log_softmax(logits).gather(1, tokens[i:i + t].view(-1, 1)).squeeze(1))  # (t,)
+            out[i:i + t] = log_softmax(logits).gather(1, tokens[i:i + t].view(-1, 1)).squeeze(1)  # (t,)
             i += t
-        return torch.cat(pieces).double().cpu()
+        return out.cpu()
 
     def start(self, batch_size: int = 1) -> RNNState:
         """A state that has read the implicit leading ``<eos>`` in each of ``batch_size`` rows."""

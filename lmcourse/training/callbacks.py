@@ -10,7 +10,8 @@ A callback sees the trainer at four moments (plus the start of each epoch)::
 
 Setting ``trainer.stop = True`` in any hook ends training after the current batch.
 
-:class:`ProgressBar` (``tqdm.auto``: a widget in a notebook, text in a terminal) and
+:class:`ProgressBar` (:func:`lmcourse.progress.bar`: one output redrawn in place in a notebook, text in a
+terminal) and
 :class:`LivePlot` (train and validation perplexity per epoch, redrawn in place in a notebook) are
 added by the trainer on their own; both stay off when the ``CI`` variable is set or at the ``ci``
 scale, and the plot also outside an IPython kernel.
@@ -25,7 +26,7 @@ from typing import Optional
 import torch
 
 from ..networks.loss import evaluate
-from ..progress import live_plot_enabled, progress_enabled
+from ..progress import bar, live_plot_enabled, progress_enabled
 
 
 class Callback:
@@ -71,8 +72,7 @@ class ProgressBar(Callback):
 
     def on_train_begin(self, trainer) -> None:
         if progress_enabled(_choose(self.enabled, trainer, "progress")):
-            from tqdm.auto import tqdm
-            self.bar = tqdm(total=trainer.batches_per_epoch(), unit="batch", dynamic_ncols=True)
+            self.bar = bar(total=trainer.batches_per_epoch(), unit="batch", dynamic_ncols=True, enabled=True)
 
     def on_epoch_begin(self, trainer, epoch: int) -> None:
         if self.bar is not None:
@@ -112,9 +112,12 @@ class LivePlot(Callback):
       point every ``every`` batches with that slice's perplexity too, so even a single epoch shows
       a validation curve.
 
-    Epochs trained with averaged weights are marked. ``enabled``: True, False, or None (the
-    trainer's ``config.live_plot``, automatic when that is None too); it never draws outside an
-    IPython kernel, but ``points`` are recorded whenever ``valid``/``every`` are given.
+    Epochs trained with averaged weights are marked. The figure appears once it has two points to
+    join (an empty frame says nothing); its x-axis spans the epochs the run plans from the start, the
+    log y-axis reads in plain numbers, the legend sits beside the axes, and the floor is labelled on
+    the plot. ``enabled``: True, False, or None (the trainer's ``config.live_plot``, else
+    ``LMCOURSE_LIVE_PLOT``, automatic when both are unset); it never draws outside an IPython kernel,
+    but ``points`` are recorded whenever ``valid``/``every`` are given.
     """
 
     def __init__(self, floor: Optional[float] = None, floor_label: str = "oracle", title: str = "perplexity",
@@ -128,10 +131,12 @@ class LivePlot(Callback):
         self.active = False
         self.handle = None
         self.points: list = []
+        self.planned: Optional[int] = None  # the epochs the run plans: the x-axis spans them
 
     def on_train_begin(self, trainer) -> None:
         self.active = live_plot_enabled(_choose(self.enabled, trainer, "live_plot"))
         self.handle, self.points, self._pending, self._batch = None, [], [], 0
+        self.planned = getattr(trainer.config, "epochs", None)
         self._last = time.perf_counter()
         if self.valid is not None:
             from ..corpora.data import batchify
@@ -156,14 +161,23 @@ class LivePlot(Callback):
             valid_ppl = math.exp(evaluate(trainer.model, self._valid, trainer.config.bptt))  # restores train mode
         x = trainer.epoch - 1 + (batch_idx + 1) / max(trainer.batches_per_epoch(), 1)
         self.points.append((x, math.exp(min(mean, 50.0)), valid_ppl))
-        if self.active:
+        if self.active and self.drawable(trainer.history.rows):
             self._show(trainer.history.rows)
 
-    def render(self, rows: list, points: Optional[list] = None) -> bytes:
-        """The curves of ``rows`` (history rows) and within-epoch ``points`` as PNG bytes."""
-        from matplotlib.figure import Figure
+    def render(self, rows: list, points: Optional[list] = None, planned: Optional[int] = None) -> bytes:
+        """The curves of ``rows`` (history rows) and within-epoch ``points`` as PNG bytes (see :meth:`figure`)."""
+        buffer = io.BytesIO()
+        self.figure(rows, points, planned).savefig(buffer, format="png")
+        return buffer.getvalue()
 
-        fig = Figure(figsize=(6, 3.5), dpi=90)
+    def figure(self, rows: list, points: Optional[list] = None, planned: Optional[int] = None):
+        """The curves of ``rows`` (history rows) and within-epoch ``points`` as a matplotlib Figure.
+
+        ``planned``: the epochs the x-axis spans (default: those of the run being watched, else the data)."""
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+        fig = Figure(figsize=(7.2, 3.5), dpi=90, layout="constrained")
         ax = fig.add_subplot()
         points = points or []
         if points:
@@ -173,30 +187,45 @@ class LivePlot(Callback):
             ax.plot([p[0] for p in points], [p[2] for p in points], "-", color="tab:orange", alpha=0.6,
                     label="valid (slice)")
         epochs = [r["epoch"] for r in rows]
-        ax.plot(epochs, [r["train_ppl"] for r in rows], "o-", label="train")
-        ax.plot(epochs, [r["valid_ppl"] for r in rows], "s-", label="valid")
+        if rows:
+            ax.plot(epochs, [r["train_ppl"] for r in rows], "o-", color="tab:blue", label="train")
+            ax.plot(epochs, [r["valid_ppl"] for r in rows], "s-", color="tab:orange", label="valid")
         switch = next((r["epoch"] for r in rows if r.get("optimizer") == "asgd"), None)
         if switch is not None and switch > rows[0]["epoch"]:
             ax.axvline(switch - 0.5, color="grey", linestyle=":", label="averaging starts")
+        span = planned or self.planned or max([1] + epochs + [math.ceil(p[0]) for p in points])
+        span = max(span, 1)
+        ax.set_xlim(0, span + max(0.03 * span, 0.06))  # a little room: the last epoch's marker is whole
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))
         if self.floor is not None:
-            ax.axhline(self.floor, color="black", linestyle="--", label=f"{self.floor_label} {self.floor:.1f}")
-        finite = [v for r in rows for v in (r["train_ppl"], r["valid_ppl"]) if math.isfinite(v) and v > 0]
-        if finite or points:
+            ax.axhline(self.floor, color="black", linestyle="--", lw=1, label=f"{self.floor_label} floor")
+            ax.annotate(f"{self.floor_label} {self.floor:.1f}", (1, self.floor), xycoords=("axes fraction", "data"),
+                        xytext=(-4, 3), textcoords="offset points", ha="right", va="bottom", fontsize=8)
+        values = [v for r in rows for v in (r["train_ppl"], r["valid_ppl"])]
+        values += [v for p in points for v in p[1:] if v is not None]
+        finite = [v for v in values if math.isfinite(v) and v > 0] + ([self.floor] if self.floor else [])
+        if finite:
             ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.set_ylim(min(finite) / 1.15, max(finite) * 1.15)
         ax.set_xlabel("epoch")
         ax.set_ylabel("perplexity")
         ax.set_title(self.title)
-        ax.legend(loc="upper right")
-        ax.grid(True, which="both", alpha=0.3)
-        fig.tight_layout()
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png")
-        return buffer.getvalue()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8, frameon=False)
+        ax.grid(True, which="major", alpha=0.3)
+        return fig
+
+    def drawable(self, rows: list) -> bool:
+        """True once there are two points to join: the first frame is never an empty one."""
+        return len(rows) + len(self.points) >= 2
 
     def on_epoch_end(self, trainer, row: dict) -> None:
         if self.every is not None and self._pending:  # close the curve at the epoch's last batch
             self._record(trainer, self._batch)
-        if self.active:
+        if self.active and self.drawable(trainer.history.rows):
             self._show(trainer.history.rows)
 
     def _show(self, rows: list) -> None:

@@ -3,20 +3,28 @@
 A checkpoint is one ``torch.save`` file holding only plain data, so it loads with
 ``torch.load(..., weights_only=True)`` (no pickled code runs on load)::
 
-    {"format": 1, "config": {...LMConfig...}, "state_dict": {...}, "vocab": [itos] or None,
-     "history": [rows], "extra": {...}}
+    {"format": 2, "config": {...LMConfig...}, "state_dict": {...}, "vocab": [itos] or None,
+     "history": [rows], "extra": {...}, "sha256": c}
+
+where ``c`` is the checksum of everything else in the file, its tensors included
+(:mod:`lmcourse.checksum`). torch does not check the CRCs of the zip it reads, so the checksum is
+what tells a flipped bit or a zeroed block inside a weight from the weights that were saved.
 
 Writes are atomic: the file goes to a temporary name in the same folder and is then renamed over
-the target, so an interrupted save never leaves a half-written checkpoint behind.
+the target, so an interrupted save never leaves a half-written checkpoint behind. A write that
+fails (no space left, no permission) is one sentence naming the target, never the temporary file.
 :func:`check_writable` tells before a long training run whether the path can be written at all.
 
-Loading checks everything it reads: a file that is truncated, damaged, of another kind, or holding
-anything but tensors and plain data is refused with a :class:`~lmcourse.errors.CheckpointError`
-(never by running its code), as is a stored vocabulary that does not fit the model.
+Loading checks everything it reads: a file that is truncated, damaged (its checksum does not
+match), of another kind, or holding anything but tensors and plain data is refused with a
+:class:`~lmcourse.errors.CheckpointError` (never by running its code), as is a stored vocabulary
+that does not fit the model.
 """
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -24,12 +32,13 @@ from typing import Optional
 
 import torch
 
+from ..checksum import seal, verify
 from ..config import device as default_device
-from ..errors import CheckpointError, MissingFileError
+from ..errors import CheckpointError, MissingFileError, NoSpaceError, WriteError
 from ..networks.models import RNNLM, LMConfig
 from ..vocab import Vocab
 
-FORMAT = 1
+FORMAT = 2  # 2: the file carries its checksum
 DAMAGED = ("is damaged or is not an lmcourse checkpoint ({why}): train the model again, or copy the file "
            "again from where it was saved")
 
@@ -90,22 +99,89 @@ def check_writable(path) -> Path:
     return path
 
 
-def atomic_write(path, write) -> Path:
+def tensor_bytes(obj) -> int:
+    """The bytes of the tensors inside ``obj`` (dicts and lists walked; a shared tensor counted once)."""
+    seen, stack, total = set(), [obj], 0
+    while stack:
+        value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            key = (value.data_ptr(), value.numel(), value.dtype)
+            if key not in seen:
+                seen.add(key)
+                total += value.numel() * value.element_size()
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return total
+
+
+def free_bytes(folder: Path) -> Optional[int]:
+    """The bytes free on the disk of ``folder`` (None when the system does not say)."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def _out_of_space(error: BaseException, folder: Path, needed: int) -> bool:
+    """True when ``error`` (raised while writing in ``folder``) means the disk is full."""
+    cause = error
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    free = free_bytes(folder)
+    return free is not None and isinstance(error, (OSError, RuntimeError)) and free < needed + (1 << 20)
+
+
+def _size(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 1e5 else f"{n / 1e3:,.1f} kB"
+
+
+def _write_failed(path: Path, error: BaseException, needed: int) -> Exception:
+    """One sentence for a failed write of ``path``: a full disk, or what the system said."""
+    if _out_of_space(error, path.parent, needed):
+        left = free_bytes(path.parent)
+        free = "" if left is None else f", {_size(left)} free"
+        return NoSpaceError(f"No space left on the disk of {path.parent} to write {path.name} (needed about "
+                            f"{_size(needed)}{free}): free some space, or write to another folder.")
+    if isinstance(error, OSError):
+        return WriteError(f"{path} cannot be written ({error.strerror or type(error).__name__}): choose a "
+                          "folder you may write to.")
+    return WriteError(f"{path} could not be written ({type(error).__name__}: {' '.join(str(error).split())}): "
+                      "check the disk, then save again.")
+
+
+def atomic_write(path, write, needed: int = 0) -> Path:
     """Call ``write(f)`` on a temporary file beside ``path``, flush it to disk, then ``os.replace``.
 
-    A crash or Ctrl-C at any moment leaves either the old file or the new one, never half of one.
+    A crash or Ctrl-C at any moment leaves either the old file or the new one, never half of one
+    (a process killed outright may leave its temporary ``.<name>.*.tmp`` behind, which the next
+    run in that folder removes, see :func:`lmcourse.training.rundir.RunDir.clean`). ``needed`` is
+    the expected size in bytes: a disk with less free space is refused before anything is written.
+    A failure is a :class:`~lmcourse.errors.NoSpaceError` when the disk is full (saying how much
+    was needed) and a :class:`~lmcourse.errors.WriteError` otherwise, each naming ``path``.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    left = free_bytes(path.parent) if path.parent.is_dir() else None
+    if left is not None and left < needed:  # it cannot fit: say so before writing anything
+        raise _write_failed(path, OSError(errno.ENOSPC, "No space left on device"), needed)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise _write_failed(path, error, needed) from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(error, (OSError, RuntimeError)) and not isinstance(error, (NoSpaceError, WriteError)):
+            raise _write_failed(path, error, needed) from None
         raise
     return path
 
@@ -113,8 +189,11 @@ def atomic_write(path, write) -> Path:
 def atomic_save(obj, path) -> Path:
     """``torch.save(obj, path)`` through :func:`atomic_write`."""
     path = _check_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write(path, lambda f: torch.save(obj, f))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise _write_failed(path, error, 0) from None
+    return atomic_write(path, lambda f: torch.save(obj, f), needed=tensor_bytes(obj))
 
 
 def save_checkpoint(path, model: RNNLM, vocab: Optional[Vocab] = None, history=None, extra=None) -> Path:
@@ -135,7 +214,7 @@ def save_checkpoint(path, model: RNNLM, vocab: Optional[Vocab] = None, history=N
         "history": _plain(list(rows or [])),
         "extra": _plain(extra or {}),
     }
-    return atomic_save(payload, path)
+    return atomic_save(seal(payload), path)
 
 
 def vocab_mismatch(stored: list, given: list) -> Optional[str]:
@@ -165,8 +244,13 @@ def _read(path: Path) -> dict:
         why = ("it holds objects other than tensors and plain data, which are never loaded"
                if "Unpickl" in kind or "weights_only" in str(err) else f"reading it failed with {kind}")
         raise CheckpointError(f"{path} {DAMAGED.format(why=why)}.") from None
+    if isinstance(payload, dict) and payload.get("format") == 1:
+        raise CheckpointError(f"{path} was saved by an earlier lmcourse without a checksum, so it cannot be told "
+                              "from a damaged file: train the model again to save it with one.")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} {DAMAGED.format(why='it lacks the format mark of save_checkpoint')}.")
+    if not verify(payload):
+        raise CheckpointError(f"{path} {DAMAGED.format(why='its contents do not match the checksum saved with them')}.")
     return payload
 
 

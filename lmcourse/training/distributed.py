@@ -20,20 +20,38 @@ on GPUs, gloo on CPUs)::
 :func:`init` joins the process group that ``torchrun`` describes in the environment (``WORLD_SIZE``,
 ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``); without those variables it does
 nothing, and every helper below then behaves as for a single process (rank 0 of 1).
+
+A process that stops answering (paused, hung on a device, killed without its peers noticing)
+would leave the others waiting in their next collective. They wait ``LMCOURSE_DIST_TIMEOUT``
+seconds (:func:`lmcourse.config.dist_timeout`, default 300), then fail; :func:`explain` turns that
+failure into one sentence naming the silent rank. To tell which one it is, every process counts
+heartbeats in the job's shared key-value store from a background thread, one every
+:data:`HEARTBEAT_S` seconds: after a failure, the ranks whose count no longer moves are the ones
+that stopped.
 """
 from __future__ import annotations
 
 import os
+import threading
+import time
 from datetime import timedelta
 from typing import Optional
 
 import torch
 import torch.distributed as dist
 
+from ..config import dist_timeout
+from ..errors import StoppedRankError, check_number
+
 __all__ = ["init", "active", "rank", "world_size", "local_rank", "is_main", "columns", "wrap",
-           "broadcast", "broadcast_object", "all_gather_object", "all_max", "barrier", "shutdown"]
+           "broadcast", "broadcast_object", "all_gather_object", "all_max", "barrier", "shutdown", "explain",
+           "HEARTBEAT_S"]
 
 _STARTED_HERE = False
+HEARTBEAT_S = 2.0  # seconds between two heartbeats of a process
+_BEAT: dict = {}  # the heartbeat thread of this process: "stop" (an Event), "thread", "store", "timeout_s"
+# words of the errors gloo and NCCL raise when a peer stops answering or goes away
+_SILENCE = ("timed out", "timeout", "connection closed", "connection reset", "broken pipe", "closed by peer")
 
 
 def _initialised() -> bool:
@@ -45,12 +63,13 @@ def launched_by_torchrun() -> bool:
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ
 
 
-def init(backend: Optional[str] = None, timeout_s: float = 1800.0) -> bool:
+def init(backend: Optional[str] = None, timeout_s: Optional[float] = None) -> bool:
     """Join the process group described by the environment; return True when one is active.
 
     Does nothing (returns False) outside ``torchrun``, and nothing more when a group already
     exists. ``backend``: ``nccl`` when CUDA is available, else ``gloo``. On CUDA each process uses
-    the GPU numbered ``LOCAL_RANK``.
+    the GPU numbered ``LOCAL_RANK``. ``timeout_s``: how long a collective waits for a silent peer
+    (default ``LMCOURSE_DIST_TIMEOUT``, else 300 s).
     """
     global _STARTED_HERE
     if _initialised():
@@ -64,9 +83,99 @@ def init(backend: Optional[str] = None, timeout_s: float = 1800.0) -> bool:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(local_rank())
+    timeout_s = dist_timeout() if timeout_s is None else check_number(timeout_s, "timeout_s", 0.0, low_open=True)
     dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
     _STARTED_HERE = True
+    _start_heartbeat(timeout_s)
     return True
+
+
+# ------------------------------------------------------------------------------- who stopped answering
+
+def _store():
+    """The key-value store the process group was set up with (None when torch does not expose it)."""
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except Exception:
+        return None
+
+
+def _start_heartbeat(timeout_s: float) -> None:
+    store = _store()
+    if store is None or _BEAT:
+        return
+    stop, key = threading.Event(), f"lmcourse/heartbeat/{rank()}"
+
+    def beat():
+        while not stop.is_set():
+            try:
+                store.add(key, 1)
+            except Exception:  # the store is gone (the job is ending): nothing left to report
+                return
+            stop.wait(HEARTBEAT_S)
+
+    thread = threading.Thread(target=beat, name="lmcourse-heartbeat", daemon=True)
+    _BEAT.update(stop=stop, thread=thread, store=store, timeout_s=timeout_s)
+    thread.start()
+
+
+def _stop_heartbeat() -> None:
+    if _BEAT:
+        _BEAT["stop"].set()
+        _BEAT["thread"].join(timeout=2 * HEARTBEAT_S)
+        _BEAT.clear()
+
+
+def _counts(store, world: int) -> list:
+    return [int(store.add(f"lmcourse/heartbeat/{r}", 0)) for r in range(world)]
+
+
+def silent_ranks(world: Optional[int] = None) -> Optional[list]:
+    """The ranks whose heartbeat did not move over three beats (about 6 s); None when the store cannot be read."""
+    store = _BEAT.get("store")
+    if store is None:
+        return None
+    world = world_size() if world is None else world
+    try:
+        store.set_timeout(timedelta(seconds=5 * HEARTBEAT_S))
+        before = _counts(store, world)
+        time.sleep(3 * HEARTBEAT_S)
+        after = _counts(store, world)
+    except Exception:  # the store lives in rank 0's process: it does not answer either
+        return None
+    return [r for r in range(world) if after[r] == before[r]]
+
+
+def explain(error: BaseException) -> Optional[StoppedRankError]:
+    """A :class:`~lmcourse.errors.StoppedRankError` naming the silent rank(s), when ``error`` is a collective
+    that gave up waiting for a peer; None for any other error (or outside a process group)."""
+    if not _initialised() or not isinstance(error, RuntimeError) or isinstance(error, StoppedRankError):
+        return None
+    if not any(word in str(error).lower() for word in _SILENCE):
+        return None
+    world, me, waited = world_size(), rank(), _BEAT.get("timeout_s", dist_timeout())
+    silent = [r for r in (silent_ranks(world) or []) if r != me]
+    fix = ("find out what stopped it (killed, paused, out of memory, a hung device), then start the job again with "
+           "--resume; LMCOURSE_DIST_TIMEOUT sets how long the others wait")
+    if silent:
+        who = "rank " + ", ".join(map(str, silent)) if len(silent) == 1 else "ranks " + ", ".join(map(str, silent))
+        return StoppedRankError(f"Process {who} of {world} stopped answering, and rank {me} gave up after waiting "
+                                f"{waited:g} s: {fix}.")
+    lost = "rank 0, which also keeps the job's shared store," if _store_lost() else "another process"
+    return StoppedRankError(f"Rank {me} of {world} gave up after waiting {waited:g} s for {lost} that stopped "
+                            f"answering: {fix}.")
+
+
+def _store_lost() -> bool:
+    store = _BEAT.get("store")
+    if store is None:
+        return False
+    try:
+        store.set_timeout(timedelta(seconds=5 * HEARTBEAT_S))
+        store.add(f"lmcourse/heartbeat/{rank()}", 0)
+    except Exception:
+        return True
+    return False
 
 
 def active() -> bool:
@@ -168,6 +277,7 @@ def barrier() -> None:
 def shutdown() -> None:
     """Leave the process group, if :func:`init` joined it."""
     global _STARTED_HERE
+    _stop_heartbeat()
     if _STARTED_HERE and _initialised():
         dist.destroy_process_group()
     _STARTED_HERE = False

@@ -27,6 +27,7 @@ paper's numbers (``lr=1``, ``clip=5``) and :func:`train_config` converts them.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Optional
@@ -36,7 +37,7 @@ from ..networks.models import LMConfig
 from .trainconfig import TrainConfig
 
 __all__ = ["Preset", "PRESETS", "RECIPE_FIELDS", "SCALABLE", "SCALES", "get", "field_names", "parse_value",
-           "parse_overrides", "resolve", "model_config", "train_config", "describe", "published_rows"]
+           "parse_overrides", "resolve", "check", "model_config", "train_config", "describe", "published_rows"]
 
 SCALES = ("ci", "cpu", "gpu")
 # what a scale may shrink: sizes, data, epochs and the two counts measured in epochs
@@ -296,6 +297,7 @@ def get(name: str) -> Preset:
 
 
 _NONE, _TRUE, _FALSE = ("none", "null"), ("true", "yes", "1", "on"), ("false", "no", "0", "off")
+_KINDS = {int: "a whole number", float: "a number", bool: "true or false", str: "a word"}
 
 
 def parse_value(name: str, text: str):
@@ -307,18 +309,24 @@ def parse_value(name: str, text: str):
     if raw.lower() in _NONE:
         if optional:
             return None
-        raise ValueError(f"--set {name}={text}: {name} cannot be none; give a {base.__name__}.")
+        raise ValueError(f"--set {name}={text}: {name} cannot be none; give {_KINDS.get(base, 'a value')}.")
     try:
         if base is bool:
             if raw.lower() in _TRUE + _FALSE:
                 return raw.lower() in _TRUE
             raise ValueError
         if base is int:
-            return int(raw)
+            try:
+                return int(raw)
+            except ValueError:  # "1e8": a whole number written as a float
+                value = float(raw)
+                if math.isfinite(value) and value.is_integer():
+                    return int(value)
+                raise
         if base is float:
             return float(raw)
     except ValueError:
-        raise ValueError(f"--set {name}={text}: {name} takes a {base.__name__}"
+        raise ValueError(f"--set {name}={text}: {name} takes {_KINDS.get(base, 'a value')}"
                          f"{' or none' if optional else ''}, and {text!r} is not one.") from None
     return raw
 
@@ -350,6 +358,31 @@ def resolve(preset: Preset, scale: str, overrides: Optional[dict] = None) -> dic
     return settings
 
 
+def check(settings: dict) -> None:
+    """One ValueError sentence for the first setting that is unknown or out of range.
+
+    The model and training fields are checked by building :class:`LMConfig` and
+    :class:`TrainConfig` (every number finite, in range, whole where it must be); the recipe
+    fields here: flags are booleans, token counts positive integers or None.
+    """
+    if not isinstance(settings, dict):
+        raise ValueError(f"The settings must be a dict of field values, got {type(settings).__name__}.")
+    known = field_names()
+    unknown = sorted(k for k in settings if k not in known)
+    if unknown:
+        raise ValueError(f"There is no setting {unknown[0]!r}: the settings are {', '.join(sorted(known))}.")
+    for name, (kind, _, _) in RECIPE_FIELDS.items():
+        value = settings.get(name)
+        if kind is bool and not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {value!r}.")
+        if kind is not bool and value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                                       or value < 1):
+            raise ValueError(f"{name} must be a positive whole number of tokens, or none for the whole split, "
+                             f"got {value!r}.")
+    model_config(settings, 2)
+    train_config(settings)
+
+
 def _split(settings: dict, group: str) -> dict:
     names = field_names()
     return {k: v for k, v in settings.items() if names.get(k) == group}
@@ -367,7 +400,9 @@ def train_config(settings: dict, **where) -> TrainConfig:
     mean loss: ``lr * bptt`` and ``clip / bptt`` (see the module docstring).
     """
     values = _split(settings, "train")
-    if settings.get("loss_sum_over_time"):
+    numbers = all(isinstance(values.get(k), (int, float)) and not isinstance(values.get(k), bool)
+                  for k in ("lr", "clip", "bptt"))
+    if settings.get("loss_sum_over_time") and numbers and values["bptt"]:
         values["lr"] = values["lr"] * values["bptt"]
         values["clip"] = values["clip"] / values["bptt"]
     return TrainConfig(**values, **where)

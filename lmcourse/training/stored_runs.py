@@ -12,6 +12,11 @@ so changing any knob trains again, and putting it back loads the earlier run. ``
 return ``(model, history)``; only a run that finished is stored (an interrupted one is not
 mistaken for a result). At the ``ci`` scale nothing is cached, so the tests always exercise the
 training code. ``retrain=True`` or ``LMCOURSE_RETRAIN=1`` ignores the stored run.
+
+Reference runs are looked for first: the runs committed with the course in ``reference_runs/``
+(:mod:`lmcourse.training.reference_runs`), in half precision, each checked against the sha256 its
+manifest records. So a fresh clone loads a lesson's central runs in seconds. ``make runs`` retrains
+them with ``LMCOURSE_STORE_REFERENCE=1``, which makes every finished run land there too.
 """
 from __future__ import annotations
 
@@ -27,9 +32,10 @@ from typing import Callable, Optional
 from .. import config
 from ..corpora.embedded import FORMAT as EMBEDDED_FORMAT
 from ..errors import CheckpointError
+from . import reference_runs as reference
 from .checkpoint import load_checkpoint, save_checkpoint
 
-__all__ = ["CachedRun", "train_or_load", "run_path", "corpus_fingerprint"]
+__all__ = ["CachedRun", "train_or_load", "run_path", "run_key", "corpus_fingerprint"]
 
 
 @dataclass
@@ -50,6 +56,11 @@ def corpus_fingerprint(vocab) -> str:
         raise TypeError(f"train_or_load needs the corpus's Vocab (corpus.vocab), got {type(vocab).__name__}.")
     blob = json.dumps({"tokens": list(tokens), "embedded_format": EMBEDDED_FORMAT})
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def run_key(name: str, settings: dict, vocab) -> str:
+    """The hash of everything that decides a run: name, settings, dataset, scale and corpus fingerprint."""
+    return _key(name, settings, vocab)
 
 
 def _key(name: str, settings: dict, vocab) -> str:
@@ -73,8 +84,18 @@ def _wanted(retrain: Optional[bool]) -> bool:
 
 def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], vocab,
                   retrain: Optional[bool] = None) -> CachedRun:
-    """Load the finished run ``name`` trained with ``settings``, or train it with ``train_fn`` and store it."""
+    """Load the finished run ``name`` trained with ``settings``, or train it with ``train_fn`` and store it.
+
+    The order: the committed reference run, then the user's cache, then training."""
     path = run_path(name, settings, vocab)
+    key = _key(name, settings, vocab)
+    if _wanted(retrain):
+        found = reference.load(name, key, vocab)
+        if found is not None:
+            model, info, ref_path = found
+            print(f"Loaded the stored reference run '{name}' ({len(info['history'])} epochs, committed with the "
+                  f"course). Set RETRAIN = True, or LMCOURSE_RETRAIN=1, to train it afresh.")
+            return CachedRun(model, info["history"], True, ref_path)
     if _wanted(retrain) and path.is_file():
         try:
             model, info = load_checkpoint(path, vocab=vocab)
@@ -92,7 +113,9 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
     rows = list(getattr(history, "rows", history) or [])
     if config.SCALE == "ci":
         return CachedRun(model, rows, False, None)
-    extra = {"run": name, "settings": settings, "complete": getattr(history, "stop_reason", "completed") == "completed",
-             "saved_at": time.time()}
+    complete = getattr(history, "stop_reason", "completed") == "completed"
+    extra = {"run": name, "settings": settings, "complete": complete, "saved_at": time.time()}
     save_checkpoint(path, model, vocab, rows, extra)
+    if complete and reference.storing():
+        reference.store(name, key, settings, model, vocab, rows, corpus_fingerprint(vocab))
     return CachedRun(model, rows, False, path)

@@ -6,29 +6,39 @@ Both are plain dataclasses, so a run's settings and history save as JSON (see
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..errors import RunDirError, sentence
 from ..networks.models import LMConfig
 from .optim import OPTIMIZERS
-from .rundir import RunDir
+from .rundir import CONFIG, RunDir
 
 __all__ = ["TrainConfig", "History", "load_run_config", "RESUMABLE_CHANGES", "MIN_WINDOW"]
 
 RESUMABLE_CHANGES = ("epochs", "progress", "live_plot", "checkpoint", "out_dir")  # may differ when resuming
 MIN_WINDOW = 5  # the shortest variable-BPTT window (Merity et al. 2018, Section 4.1)
+MAX_SEED = 2**31 - 1  # seeds of the ranks and of resumed epochs are derived from it and stay below 2**32
 
 
 def _positive_int(value, name: str, allow_none: bool = False) -> None:
     if allow_none and value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"TrainConfig.{name} must be a positive integer, got {value!r}.")
+        raise ValueError(f"TrainConfig.{name} must be a positive integer{' or None' if allow_none else ''}, "
+                         f"got {value!r}.")
 
 
 def _non_negative(value, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 and math.isfinite(value)):
         raise ValueError(f"TrainConfig.{name} must be a finite number >= 0, got {value!r}.")
+
+
+def _flag(value, name: str, allow_none: bool = False) -> None:
+    if not (isinstance(value, bool) or (allow_none and value is None)):
+        raise ValueError(f"TrainConfig.{name} must be True or False{' or None' if allow_none else ''}, "
+                         f"got {value!r}.")
 
 
 @dataclass
@@ -86,13 +96,18 @@ class TrainConfig:
             self.clip = 0.0  # no clipping
         for name in ("lr", "clip", "weight_decay", "alpha", "beta"):
             _non_negative(getattr(self, name), name)
-        if not isinstance(self.stop_nonmono, bool):
-            raise ValueError(f"TrainConfig.stop_nonmono must be True or False, got {self.stop_nonmono!r}.")
-        if self.optimizer not in OPTIMIZERS:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"TrainConfig.seed must be a whole number from 0 to {MAX_SEED}, got {self.seed!r}.")
+        for name in ("variable_bptt", "stop_nonmono"):
+            _flag(getattr(self, name), name)
+        for name in ("progress", "live_plot"):
+            _flag(getattr(self, name), name, allow_none=True)
+        if not isinstance(self.optimizer, str) or self.optimizer not in OPTIMIZERS:
             raise ValueError(f"TrainConfig.optimizer={self.optimizer!r} is unknown: "
                              f"use one of {', '.join(OPTIMIZERS)}.")
-        if not (isinstance(self.lr_decay, (int, float)) and self.lr_decay >= 1):
-            raise ValueError(f"TrainConfig.lr_decay must be >= 1 (1 keeps the rate), got {self.lr_decay!r}.")
+        decay = self.lr_decay
+        if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not (math.isfinite(decay) and decay >= 1):
+            raise ValueError(f"TrainConfig.lr_decay must be a finite number >= 1 (1 keeps the rate), got {decay!r}.")
         small = self.small_batch_size
         if small is not None and small < self.batch_size and self.batch_size % small:
             raise ValueError(f"TrainConfig.small_batch_size={small} does not divide batch_size={self.batch_size}: "
@@ -105,8 +120,14 @@ class TrainConfig:
                 raise ValueError(f"bptt + max_seq_len_delta = {self.bptt + delta} is below the shortest window "
                                  f"({MIN_WINDOW}): raise max_seq_len_delta.")
         for name in ("checkpoint", "out_dir"):
-            if getattr(self, name) is not None:
-                setattr(self, name, str(getattr(self, name)))
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, (str, os.PathLike)):
+                raise ValueError(f"TrainConfig.{name} must be a path or None, got {type(value).__name__}.")
+            if not str(value).strip():
+                raise ValueError(f"TrainConfig.{name} is empty: give a path, or None for no {name}.")
+            setattr(self, name, str(value))
 
 
 @dataclass
@@ -138,5 +159,11 @@ class History:
 
 def load_run_config(out_dir) -> tuple[LMConfig, TrainConfig]:
     """The model and training settings a run in ``out_dir`` was started with (its ``config.json``)."""
-    config = RunDir(out_dir).read_config()
-    return LMConfig(**config["model"]), TrainConfig(**config["train"])
+    run = RunDir(out_dir)
+    config = run.read_config()
+    try:
+        return LMConfig(**config["model"]), TrainConfig(**config["train"])
+    except (TypeError, ValueError) as error:
+        raise RunDirError(f"{run.file(CONFIG)} holds settings that are not valid (edited by hand?), "
+                          f"{sentence(error).rstrip('.')}: restore the file the run wrote, or start the run again "
+                          "in a new folder.") from None

@@ -46,6 +46,7 @@ import torch
 
 from ..config import device, seed_everything
 from ..corpora.data import batchify, bptt_batches, variable_bptt_batches
+from ..errors import RunDirError, sentence
 from ..lm import check_tokens
 from ..networks.loss import evaluate, returns_log_probs, token_nll
 from ..networks.models import RNNLM
@@ -54,7 +55,7 @@ from . import distributed
 from .callbacks import Callback, LivePlot, ProgressBar
 from .checkpoint import copy_state, save_checkpoint
 from .optim import averaged_weights, make_optimizer, optimizer_name, scaled_lr, set_lr, should_switch_to_asgd
-from .rundir import BEST, RunDir, capture_rng, check_writable_file, restore_rng, state_to_cpu
+from .rundir import BEST, RunDir, RunLock, capture_rng, check_writable_file, restore_rng, state_to_cpu
 from .trainconfig import MIN_WINDOW, RESUMABLE_CHANGES, History, TrainConfig, load_run_config
 
 __all__ = ["TrainConfig", "Trainer", "History", "Callback", "evaluate", "make_optimizer", "scaled_lr",
@@ -132,14 +133,17 @@ class Trainer:
 
     # ------------------------------------------------------------------------- fit
 
-    def fit(self, resume=False) -> History:
+    def fit(self, resume=False, overwrite: bool = False) -> History:
         """Train until epoch ``config.epochs`` and return the :class:`History`.
 
-        ``resume``: False starts afresh (and refuses an ``out_dir`` that already holds a run);
-        True continues the run in ``config.out_dir`` from its ``last.pt``, exactly where the last
-        finished epoch left it (a run stopped mid-epoch repeats that epoch); ``"auto"`` resumes
-        when there is a run to resume and starts afresh otherwise. Only ``epochs``, ``progress``,
-        ``live_plot``, ``checkpoint`` and ``out_dir`` may differ from the saved run's settings.
+        ``resume``: False starts afresh; True continues the run in ``config.out_dir`` from its
+        ``last.pt``, exactly where the last finished epoch left it (a run stopped mid-epoch repeats
+        that epoch); ``"auto"`` resumes when there is a run to resume and starts afresh otherwise.
+        Only ``epochs``, ``progress``, ``live_plot``, ``checkpoint`` and ``out_dir`` may differ from
+        the saved run's settings. A fresh start refuses an ``out_dir`` that holds any run file
+        (a finished run whose ``last.pt`` was deleted, a ``best.pt`` of your own) unless
+        ``overwrite=True``, which deletes them first. The run holds the folder's lock throughout
+        (:class:`~lmcourse.training.rundir.RunLock`): a second run there stops at once.
 
         Ctrl-C (``stop_reason='interrupted'``), a diverging loss (``'nan'`` for a non-finite one,
         ``'diverged'`` for one far above a uniform guess) or ``trainer.stop`` (``'callback'``) end
@@ -150,7 +154,20 @@ class Trainer:
         """
         if resume not in (False, True, "auto"):
             raise ValueError(f"fit(resume=...) takes False, True or 'auto', got {resume!r}.")
+        if not isinstance(overwrite, bool):
+            raise ValueError(f"fit(overwrite=...) takes True or False, got {overwrite!r}.")
+        if overwrite and resume is True:
+            raise ValueError("fit(resume=True, overwrite=True) asks both to continue the run and to delete it: "
+                             "pass one of them.")
         distributed.init()
+        lock = self._claim_folder(resume, overwrite)
+        try:
+            return self._fit(resume)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _fit(self, resume) -> History:
         self._best_state = None
         saved = self._setup(resume)
         reason = "completed"
@@ -167,9 +184,38 @@ class Trainer:
             reason = "interrupted"
         except Exception as error:
             self._finish(f"error: {type(error).__name__}", quiet=True)
+            silent = distributed.explain(error)  # a collective that gave up on a silent rank: name it
+            if silent is not None:
+                raise silent from None
             raise
         self._finish(reason)
         return self.history
+
+    def _claim_folder(self, resume, overwrite: bool) -> Optional[RunLock]:
+        """Rank 0 takes the lock of ``out_dir``, removes what writes killed mid-way left there, and makes
+        sure a fresh start finds no run files (deleting them under ``overwrite``); when it cannot,
+        every rank raises the same sentence."""
+        if not self.config.out_dir:
+            return None
+        run, lock, error = RunDir(self.config.out_dir), None, None
+        if distributed.is_main():
+            try:
+                lock = run.lock().acquire()
+                run.clean()
+                if not resume or (resume == "auto" and not run.has_run()):
+                    run.clear() if overwrite else run.refuse_fresh_start()
+            except Exception as err:  # raised below, on every rank
+                error = err
+                if lock is not None:
+                    lock.release()
+                    lock = None
+        if distributed.active():
+            message = distributed.broadcast_object(None if error is None else sentence(error))
+            if message is not None and error is None:
+                error = RunDirError(message)
+        if error is not None:
+            raise error
+        return lock
 
     def _setup(self, resume) -> Optional[dict]:
         """Check the settings and paths, place model and data; return the saved state when resuming."""
@@ -215,17 +261,14 @@ class Trainer:
         """The ``last.pt`` state to resume from (checked against this run), or None to start afresh."""
         run = self.rundir
         if not resume:
-            if run is not None and run.has_run():
-                raise ValueError(f"{run.path} already holds a run: continue it with fit(resume=True), "
-                                 "or choose another out_dir.")
             return None
         if run is None:
             raise ValueError("fit(resume=True) needs TrainConfig.out_dir, the folder of the run to continue.")
         if not run.has_run():
             if resume == "auto":
                 return None
-            raise ValueError(f"There is no run to resume in {run.path} (no last.pt): "
-                             "train once without resume, or check out_dir.")
+            raise RunDirError(f"There is no run to resume in {run.path} (no last.pt): "
+                              "train once without resume, or check out_dir.")
         saved = run.load_last()
         run.check_resumable(saved, self.model.config.as_dict(), asdict(self.config), self.vocab, RESUMABLE_CHANGES)
         return saved

@@ -21,6 +21,9 @@ import torch
 
 from ..corpora.grammar import Params
 from ..networks import bottleneck as bn
+from .fallback import WithFallback
+
+EXACT = 1e-10  # a mean KL below this (nats) is float64 rounding: the fit is exact
 
 
 class BottleneckExplorer:
@@ -95,13 +98,24 @@ class BottleneckExplorer:
 
     def _draw_curve(self, ax, d, r):
         c = self.curve().numpy()
-        floor = 1e-18
-        ax.semilogy(np.arange(len(c)), np.maximum(c, floor), "-", color="grey", label="truncated SVD")
         done = sorted((k[2], f.kl) for k, f in self._fits.items() if k[:2] == self._knobs())
-        ax.semilogy([x for x, _ in done], [max(y, floor) for _, y in done], "o", color="tab:blue",
-                    ms=4, label="optimised fit")
-        ax.semilogy([d], [max(self.fit(d).kl, floor)], "o", color="tab:orange", ms=9, label=f"d = {d}")
+        here = self.fit(d).kl
+        values = np.concatenate([c, [y for _, y in done], [here]])
+        real = values[values > EXACT]
+        bottom = real.min() / 4 if len(real) else EXACT
+        ax.set_ylim(bottom, values.max() * 3 if len(real) else 1.0)
+
+        def shown(y):  # a KL below EXACT is rounding noise: drawn on the bottom edge as "exact"
+            y = np.asarray(y, dtype=float)
+            return np.where(y > EXACT, y, bottom)
+
+        ax.semilogy(np.arange(len(c)), shown(c), "-", color="grey", label="truncated SVD")
+        ax.semilogy([x for x, _ in done], shown([y for _, y in done]), "o", color="tab:blue", ms=4,
+                    label="optimised fit", clip_on=False)
+        ax.semilogy([d], shown([here]), "o", color="tab:orange", ms=9, label=f"d = {d}", clip_on=False)
         ax.axvline(r, color="black", linestyle="--", lw=0.8, label=f"d = {r}: exact")
+        ax.text(0.97, 0.97, f"on the bottom edge: exact\n(KL below {EXACT:.0e}, rounding)", transform=ax.transAxes,
+                ha="right", va="top", fontsize=7, color="0.35")
         ax.set_xlabel("softmax dimension d")
         ax.set_ylabel("mean KL (nats)")
         ax.set_title("best KL against d", fontsize=10)
@@ -121,8 +135,11 @@ class BottleneckExplorer:
         ax.legend(fontsize=8)
 
     # ------------------------------------------------------------------ the widget
-    def widget(self):
-        """Sliders for d, the sharpness and the number of values, redrawing the panels (needs ipywidgets)."""
+    def widget(self) -> WithFallback:
+        """Sliders for d, the sharpness and the number of values, redrawing the panels (needs ipywidgets).
+
+        Shown with a picture of the first state in the same output, for a page read without a kernel;
+        ``.widget`` is the ipywidgets box."""
         import ipywidgets as widgets
         from IPython.display import display
 
@@ -133,15 +150,21 @@ class BottleneckExplorer:
         v_slider = widgets.IntSlider(value=n, min=10, max=n, step=10, description="n_values",
                                      continuous_update=False)
         out = widgets.Output()
+        drawn = []
 
         def redraw(_=None):
             d_slider.max = v_slider.value
             self.set(d=d_slider.value, sharpness=s_slider.value, n_values=v_slider.value)
+            fig = self.figure()
+            drawn.append(fig)
             with out:
                 out.clear_output(wait=True)
-                display(self.figure())
+                display(fig)
 
         for s in (d_slider, s_slider, v_slider):
             s.observe(redraw, names="value")
         redraw()
-        return widgets.VBox([widgets.HBox([d_slider, s_slider, v_slider]), out])
+        box = widgets.VBox([widgets.HBox([d_slider, s_slider, v_slider]), out])
+        return WithFallback(box, figure=drawn[0],
+                            text="(the rank explorer's sliders move with a running kernel; its first state is "
+                                 "drawn here)")

@@ -9,10 +9,13 @@ For a position :math:`t` of a scored stream it shows
 - the target :math:`x_t` and its probability under the model, under the cache and mixed,
   :math:`p = (1-\lambda)\, p_{\text{vocab}} + \lambda\, p_{\text{cache}}`.
 
-:meth:`CacheExplorer.widget` adds a slider for :math:`t`, sliders for :math:`\theta` and
-:math:`\lambda`, and buttons that jump to the positions where the cache helps most and hurts most.
-Everything is drawn as HTML by ipywidgets in the browser; :meth:`CacheExplorer.figure` draws the
-same view with matplotlib, for a page read without a running kernel.
+:meth:`CacheExplorer.widget` adds a box for :math:`t` that steps one position at a time, buttons that
+jump to the previous or next interesting position (where the cache changes the target's probability
+most, either way) and to the positions where it helps most and hurts most (skipping document
+openings, where the cache still holds the previous document), and sliders for :math:`\theta` and
+:math:`\lambda`. Everything is drawn as HTML with inline styles, so it looks the same in the widget,
+in a saved page (the widget's output carries the first view as its static copy) and on the course
+site; :meth:`CacheExplorer.figure` draws the attention against distance with matplotlib.
 """
 from __future__ import annotations
 
@@ -24,6 +27,10 @@ import torch
 
 from ..adapt.cache import attention, check_lam, check_theta, check_window
 from ..adapt.cache_tuning import CacheInputs, cache_scores
+from .fallback import WithFallback
+
+SHADE = (230, 120, 0)  # the attention colour, as RGB
+TARGET = "#1f5fbf"  # the colour that marks the target and its earlier occurrences
 
 
 @dataclass
@@ -48,12 +55,15 @@ class CacheExplorer:
     """The attention explorer over a stream scored once by :func:`lmcourse.adapt.cache_tuning.collect`."""
 
     def __init__(self, inputs: CacheInputs, vocab, theta: float, lam: float, window: int,
-                 context: int = 120, top: int = 8):
+                 context: int = 120, top: int = 8, opening: int = 20):
         if len(inputs) < 2:
             raise ValueError("The explorer needs a stream of at least two positions: collect more text.")
         self.inputs, self.vocab = inputs.to("cpu"), vocab  # one position at a time: the CPU is quickest
         self.theta, self.lam, self.window = check_theta(theta), check_lam(lam), check_window(window)
         self.context, self.top = check_window(context, "context"), check_window(top, "top")
+        if isinstance(opening, bool) or not isinstance(opening, int) or opening < 0:
+            raise ValueError(f"opening must be a number of positions >= 0, got {opening!r}.")
+        self.opening = opening
         self._gains: dict = {}
 
     # ------------------------------------------------------------------------- the numbers
@@ -84,11 +94,34 @@ class CacheExplorer:
             self._gains = {key: mixed - self.inputs.log_p.double().cpu()}
         return self._gains[key]
 
+    def openings(self) -> torch.Tensor:  # (T,) bool
+        """Document openings: a ``<doc>`` target and the ``opening`` positions after it.
+
+        There the cache still holds the previous document, so a loss says nothing about the cache."""
+        T = len(self.inputs)
+        doc = self.vocab.stoi.get("<doc>") if hasattr(self.vocab, "stoi") else None
+        mask = torch.zeros(T, dtype=torch.bool)
+        if doc is None:
+            return mask
+        starts = (self.inputs.targets.cpu() == doc).nonzero().view(-1)
+        for k in range(self.opening + 1):
+            mask[(starts + k).clamp_max(T - 1)] = True
+        return mask
+
     def extremes(self, k: int = 20, theta: float | None = None, lam: float | None = None):
-        """(positions where the cache helps most, positions where it hurts most), ``k`` of each."""
+        """(positions where the cache helps most, positions where it hurts most), ``k`` of each.
+
+        Document openings (:meth:`openings`) are left out of the second list."""
         g = self.gains(theta, lam)
         k = min(k, len(g))
-        return g.topk(k).indices.tolist(), (-g).topk(k).indices.tolist()
+        hurt = (-g).masked_fill(self.openings(), -math.inf)
+        hurts = hurt.topk(min(k, int(torch.isfinite(hurt).sum()))).indices.tolist()
+        return g.topk(k).indices.tolist(), hurts
+
+    def interesting(self, k: int = 50, theta: float | None = None, lam: float | None = None) -> list[int]:
+        """The ``k`` positions where the cache helps most and the ``k`` where it hurts most, in text order."""
+        helps, hurts = self.extremes(k, theta, lam)
+        return sorted(set(helps) | set(hurts))
 
     def by_word(self, v: View) -> list[tuple[str, float]]:
         """The cache's probability of each word it points at, largest first: :math:`p_{\\text{cache}}(w)`."""
@@ -102,37 +135,51 @@ class CacheExplorer:
     # ------------------------------------------------------------------------------ drawing
 
     def html(self, t: int, theta: float | None = None, lam: float | None = None) -> str:
-        """The view at ``t`` as an HTML fragment: shaded text, the target's three probabilities, tables."""
+        """The view at ``t`` as an HTML fragment with inline styles: the text before ``t`` shaded by attention
+        (scaled to the largest weight shown), the target's earlier occurrences underlined, its three
+        probabilities, and two titled tables."""
         v = self.view(t, theta, lam)
         lam = self.lam if lam is None else lam
         weight = dict(zip(v.positions.tolist(), v.weights.tolist()))
-        scale = max(weight.values(), default=1.0) or 1.0
-        words = []
-        for i in range(max(0, t - self.context), t):
+        first = max(0, t - self.context)
+        shown = [weight.get(i, 0.0) for i in range(first, t)]
+        scale = max(shown, default=0.0) or 1.0
+        target_id = int(self.inputs.targets[t])
+        ids = self.inputs.targets.cpu()
+        words, seen = [], 0
+        for i, a in zip(range(first, t), shown):
             w = html.escape(self.word(i))
-            a = weight.get(i, 0.0)
-            style = f"background: rgba(230, 120, 0, {a / scale:.3f}); padding: 0 2px; border-radius: 3px"
-            words.append(f'<span title="a = {a:.4f}" style="{style}">{w}</span>')
+            style = f"background: rgba({SHADE[0]}, {SHADE[1]}, {SHADE[2]}, {a / scale:.3f}); padding: 0 2px"
+            if int(ids[i]) == target_id:
+                seen += 1
+                style += f"; border-bottom: 3px solid {TARGET}; font-weight: bold"
+            words.append(f'<span title="t - i = {t - i}, a = {a:.4f}" style="{style}">{w}</span>')
             if self.word(i) == "<eos>":
                 words.append("<br>")
         target = html.escape(v.target)
-        words.append(f'<span style="border: 2px solid #1f5fbf; padding: 0 3px"><b>{target}</b></span> ?')
+        words.append(f'<span style="border: 2px solid {TARGET}; padding: 0 3px"><b>{target}</b></span> ?')
         colour = "#1a7f37" if v.gain >= 0 else "#b42318"
         head = (f"<b>position {t:,}</b>, target <b>{target}</b>: p<sub>model</sub> = {v.p_model:.3g}, "
                 f"p<sub>cache</sub> = {v.p_cache:.3g}, mixed (&lambda; = {lam:.2f}) = {v.p_mixed:.3g} "
                 f'<span style="color: {colour}">({v.gain:+.2f} nats)</span>')
+        key = (f'<span style="background: rgba({SHADE[0]}, {SHADE[1]}, {SHADE[2]}, 1.0); padding: 0 4px">&nbsp;</span> '
+               f"darkest = a<sub>i</sub> of {scale:.4f}, the largest weight among the {t - first:,} words shown "
+               f"(of {len(v.positions):,} stored); "
+               f'<span style="border-bottom: 3px solid {TARGET}; font-weight: bold">{target}</span> = an earlier '
+               f"occurrence of the target ({seen} shown; the cache gives the target the sum of their weights)")
         order = v.weights.argsort(descending=True)[:self.top].tolist()
-        rows = "".join(f"<tr><td>{t - int(v.positions[k])}</td><td>{html.escape(self.word(int(v.positions[k])))}</td>"
-                       f"<td>{float(v.weights[k]):.4f}</td></tr>" for k in order)
-        per_word = "".join(f"<tr><td>{html.escape(w)}</td><td>{p:.4f}</td></tr>" for w, p in self.by_word(v))
-        shown = min(self.context, t)
+        rows = [(t - int(v.positions[k]), self.word(int(v.positions[k])), float(v.weights[k])) for k in order]
+        strongest = _table(f"The {len(rows)} strongest attention weights", ["t − i", "word x<sub>i</sub>",
+                           "a<sub>i</sub>"], [(f"{back:,}", w, f"{a:.4f}") for back, w, a in rows],
+                           marked=[w == v.target for _, w, _ in rows])
+        per_word = self.by_word(v)
+        by_word = _table("p<sub>cache</sub>(w): the weights summed by word", ["word w", "p<sub>cache</sub>(w)"],
+                         [(w, f"{p:.4f}") for w, p in per_word], marked=[w == v.target for w, _ in per_word])
         return (f'<div style="font-family: sans-serif; font-size: 13px; line-height: 1.7">{head}<br>'
                 f'<div style="font-family: monospace; margin: 6px 0">{" ".join(words)}</div>'
-                f'<small>the last {shown:,} of the {len(v.positions):,} stored positions are shown; '
-                f'shading = attention weight (darkest = {scale:.4f})</small>'
-                f'<div style="display: flex; gap: 40px"><table><tr><th>t - i</th><th>word x<sub>i</sub></th>'
-                f'<th>a<sub>i</sub></th></tr>{rows}</table><table><tr><th>word</th><th>p<sub>cache</sub></th></tr>'
-                f"{per_word}</table></div></div>")
+                f'<div style="font-size: 12px; color: #444">{key}</div>'
+                f'<div style="display: flex; gap: 40px; align-items: flex-start; margin-top: 8px">{strongest}{by_word}'
+                f"</div></div>")
 
     def figure(self, t: int, theta: float | None = None, lam: float | None = None):
         """The view at ``t`` with matplotlib: attention against distance, and the three probabilities."""
@@ -164,36 +211,80 @@ class CacheExplorer:
         fig.tight_layout()
         return fig
 
-    def widget(self, t: int | None = None, theta_max: float = 3.0):
-        """Sliders for t, theta and lam, and two buttons; the view redraws as HTML below them."""
+    def widget(self, t: int | None = None, theta_max: float = 3.0) -> WithFallback:
+        """A box for t (steps of one), jumps between interesting positions, sliders for theta and lam.
+
+        Returned with the first view as its static copy in the same output (``.widget`` is the box);
+        the controls are also kept in ``self.controls`` (a dict)."""
         import ipywidgets as w
 
-        helps, hurts = self.extremes()
-        t0 = helps[0] if t is None else int(t)
-        t_slider = w.IntSlider(value=t0, min=1, max=len(self.inputs) - 1, description="t",
-                               continuous_update=False, layout=w.Layout(width="520px"))
+        helps = self.extremes(1)[0]
+        t0 = (helps[0] if helps else 1) if t is None else int(t)
+        last = len(self.inputs) - 1
+        t_box = w.BoundedIntText(value=t0, min=1, max=last, step=1, description="t",
+                                 layout=w.Layout(width="190px"))
+        button = lambda text, tip: w.Button(description=text, tooltip=tip, layout=w.Layout(width="auto"))
+        back, forward = button("◀ t − 1", "one position back"), button("t + 1 ▶", "one position on")
+        previous, following = (button("◀◀ previous", "the previous position where the cache matters most"),
+                               button("next ▶▶", "the next position where the cache matters most"))
+        best, worst = button("cache helps most", "repeat: the next best"), button("cache hurts most", "repeat: "
+                                                                                   "the next worst")
         theta = w.FloatSlider(value=self.theta, min=0.0, max=max(theta_max, self.theta), step=0.05,
                               description="theta", continuous_update=False)
         lam = w.FloatSlider(value=self.lam, min=0.0, max=1.0, step=0.01, description="lambda",
                             continuous_update=False)
-        best, worst = w.Button(description="cache helps most"), w.Button(description="cache hurts most")
         out = w.HTML()
         clicks = {"helps": 0, "hurts": 0}
 
         def redraw(_=None):
-            out.value = self.html(t_slider.value, theta.value, lam.value)
+            out.value = self.html(t_box.value, theta.value, lam.value)
+
+        def move(step):
+            def go(_):
+                t_box.value = min(max(t_box.value + step, 1), last)
+            return go
+
+        def hop(direction):
+            def go(_):
+                marks = [p for p in self.interesting(50, theta.value, lam.value) if p >= 1]
+                ahead = [p for p in marks if p > t_box.value] if direction > 0 else \
+                        [p for p in marks if p < t_box.value][::-1]
+                if ahead:
+                    t_box.value = ahead[0]
+            return go
 
         def jump(kind):
             def go(_):
                 ranked = self.extremes(20, theta.value, lam.value)[kind == "hurts"]
-                t_slider.value = ranked[clicks[kind] % len(ranked)]  # each click: the next one
-                clicks[kind] += 1
-                redraw()
+                if ranked:
+                    t_box.value = max(ranked[clicks[kind] % len(ranked)], 1)  # each click: the next one
+                    clicks[kind] += 1
             return go
 
-        for s in (t_slider, theta, lam):
-            s.observe(redraw, names="value")
+        for control in (t_box, theta, lam):
+            control.observe(redraw, names="value")
+        back.on_click(move(-1))
+        forward.on_click(move(1))
+        previous.on_click(hop(-1))
+        following.on_click(hop(1))
         best.on_click(jump("helps"))
         worst.on_click(jump("hurts"))
         redraw()
-        return w.VBox([w.HBox([t_slider, best, worst]), w.HBox([theta, lam]), out])
+        self.controls = dict(t=t_box, back=back, forward=forward, previous=previous, next=following, helps=best,
+                             hurts=worst, theta=theta, lam=lam, out=out)
+        box = w.VBox([w.HBox([t_box, back, forward, previous, following]), w.HBox([best, worst]),
+                      w.HBox([theta, lam]), out])
+        return WithFallback(box, html=out.value,
+                            text=f"(the attention explorer at position {t0:,}: it moves with a running kernel)")
+
+
+def _table(title: str, heads: list, rows: list, marked: list) -> str:
+    """A small table with a title and inline styles (it keeps its look inside a widget)."""
+    cell = "padding: 2px 10px; border-bottom: 1px solid #ddd; text-align: right"
+    head = "".join(f'<th style="{cell}; border-bottom: 2px solid #888; background: #f3f3f3">{h}</th>' for h in heads)
+    body = "".join("<tr>" + "".join(f'<td style="{cell}{"; color: " + TARGET + "; font-weight: bold" if m else ""}">'
+                                    f"{html.escape(str(x))}</td>" for x in row) + "</tr>" for row, m in zip(rows, marked))
+    return (f'<table style="border-collapse: collapse; font-size: 12px">'
+            f'<caption style="caption-side: top; text-align: left; font-weight: bold; padding-bottom: 4px; white-space: nowrap">'
+            f"{title}"
+            f"</caption><tr>{head}</tr>{body}</table>")

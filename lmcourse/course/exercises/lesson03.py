@@ -20,8 +20,9 @@ P_EMBED, OCCURRENCES = 0.1, 3  # exercise 03.word-types
 P_FROM, P_TO = 0.5, 0.9  # exercise 03.weight-noise
 
 
-@exercise("03.embedding", hint="draw one keep/drop per word of the vocabulary, mask = (torch.rand(V, 1) >= p) / (1 - p), "
-                               "then look the words up in E * mask: E_weight[words] * mask[words].")
+@exercise("03.embedding", hint="the decision is made once per word type, not once per position: a word dropped "
+                               "is dropped everywhere it occurs in the batch. Draw one keep/drop per row of the "
+                               "table, scale the kept rows so the expected vector is unchanged, then look up.")
 def check_embedding(answer) -> str:
     p, V, d, N = 0.3, 2_000, 8, 6_000
     torch.manual_seed(0)

@@ -26,7 +26,9 @@ def _small_untied(V: int = 11, E: int = 6, seed: int = 0):
     return RNNLM(LMConfig(vocab_size=V, emb_size=E, hidden_size=E, num_layers=1, tie=False))
 
 
-@exercise("04.tie", hint="assign the embedding's Parameter itself: model.head.decoder.weight = model.embedding.weight.")
+@exercise("04.tie", hint="a tied model has one Parameter object reachable under two names, not two tables with "
+                         "equal numbers. Find the attribute that holds the decoder's matrix, and ask what "
+                         "assigning another module's Parameter to it does to model.parameters().")
 def check_tie(answer) -> str:
     model = _small_untied()
     before = sum(p.numel() for p in model.parameters())

@@ -40,8 +40,9 @@ def _as_vector(out, what: str) -> torch.Tensor:
     return out
 
 
-@exercise("07.p-cache", hint="a = softmax(theta * keys @ h_t) over the stored positions, then add each a_i "
-                             "into the row of its word: torch.zeros(V).index_add_(0, values, a).")
+@exercise("07.p-cache", hint="two steps: one attention weight per stored position, from the scores theta h_t . h_i "
+                             "and summing to 1 over the positions (not over the vocabulary); then each word collects "
+                             "the weights of the positions that stored it, into a vector of V numbers.")
 def check_p_cache(answer) -> str:
     for seed, theta in [(0, 1.0), (1, 0.3), (2, 2.5)]:
         h_t, keys, values, _ = _cache(seed)
@@ -59,8 +60,8 @@ def check_p_cache(answer) -> str:
     return "the cache is attention over stored states whose values are the words that followed them."
 
 
-@exercise("07.theta-zero", hint="with theta = 0 every weight is 1/n: count each word among the stored values "
-                                "(torch.bincount(values, minlength=V)) and divide by n.")
+@exercise("07.theta-zero", hint="with theta = 0 every score is the same: what is each of the n weights then, and "
+                                "what does p_cache(w) come down to for a word stored k times?")
 def check_theta_zero(answer) -> str:
     for seed in range(3):
         h_t, keys, values, _ = _cache(seed)

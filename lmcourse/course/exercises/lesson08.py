@@ -22,8 +22,9 @@ def _tensors(seed: int, shapes=((4, 3), (5,), (2, 2))) -> list:
     return [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
 
 
-@exercise("08.sgd-step", hint="both terms use theta as it was before the step: "
-                              "theta - lr * g + decay * (theta_0 - theta).")
+@exercise("08.sgd-step", hint="two forces move theta: a step against the gradient, scaled by lr, and a pull towards "
+                              "theta_0 that grows with the distance, scaled by decay. Which theta does each one "
+                              "start from?")
 def check_sgd_step(answer) -> str:
     theta, g, theta_0 = _tensors(0, [(6,)]) + _tensors(1, [(6,)]) + _tensors(2, [(6,)])
     lr, decay = 0.3, 0.2

@@ -47,7 +47,9 @@ _TRIGGER_MISTAKES = [  # (a rule students write instead, what is wrong with it)
 ]
 
 
-@exercise("09.trigger", hint="compare the new loss with min(history[:-n]), and only once len(history) > n.")
+@exercise("09.trigger", hint="write down six losses and n = 2, and mark the epochs the new loss is compared "
+                             "with: the last n, or those before them? What must the history hold before the "
+                             "rule can fire at all?")
 def check_trigger(answer) -> str:
     cases = _trigger_cases()
     got = [answer(list(h), loss, n) for h, loss, n in cases]
@@ -64,7 +66,9 @@ def check_trigger(answer) -> str:
     raise Wrong(f"for history {h}, loss {loss} and n={n} the trigger is {want[i]}, you said {got[i]}.")
 
 
-@exercise("09.mix", hint="log((1 - lam) p + lam q) = logaddexp(log(1 - lam) + log_p, log(lam) + log_q).")
+@exercise("09.mix", hint="the weights (1 - lam) and lam multiply probabilities, which become additions of logs;"
+                         " the sum of two probabilities given as logs has its own function in torch, which "
+                         "never leaves log space.")
 def check_mix(answer) -> str:
     log_p = torch.tensor([-0.5, -3.0, -800.0, -20.0, -900.0], dtype=torch.float64)
     log_q = torch.tensor([-2.0, -0.1, -1.0, -850.0, -950.0], dtype=torch.float64)

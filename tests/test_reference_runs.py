@@ -1,0 +1,170 @@
+"""The reference runs committed in reference_runs/: looked up first, half precision, checked by sha256,
+regenerated only on request, and still the lessons' own (settings, corpus, size)."""
+import json
+
+import pytest
+import torch
+
+from lmcourse import config
+from lmcourse.course import lesson_runs
+from lmcourse.networks.models import RNNLM, LMConfig
+from lmcourse.training import reference_runs as reference
+from lmcourse.training import stored_runs
+from lmcourse.vocab import Vocab
+
+VOCAB = Vocab(["<eos>", "a", "b", "c"])
+X = torch.tensor([[1, 2, 3, 1, 2]]).T  # (T, B)
+
+
+def _setup(monkeypatch, tmp_path, store=False):
+    monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(reference.FOLDER_ENV, str(tmp_path / "reference"))
+    monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
+    monkeypatch.setenv(reference.STORE_ENV, "1" if store else "0")
+    monkeypatch.setattr(config, "SCALE", "cpu")
+
+
+def _trainer(calls, seed=0):
+    class History:
+        rows = [{"epoch": 1, "valid_ppl": 9.0}, {"epoch": 2, "valid_ppl": 8.0}]
+        stop_reason = "completed"
+
+    def train():
+        calls.append(seed)
+        torch.manual_seed(seed)
+        model = RNNLM(LMConfig(vocab_size=len(VOCAB), emb_size=6, hidden_size=6, num_layers=1))
+        model.vocab = VOCAB
+        return model, History()
+    return train
+
+
+def _logits(model):
+    with torch.no_grad():
+        return model.score(X[:, 0]).float()
+
+
+def test_a_stored_reference_run_is_loaded_first_in_half_precision(monkeypatch, tmp_path, capsys):
+    _setup(monkeypatch, tmp_path, store=True)
+    calls = []
+    trained = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB)
+    entry, = reference.read_manifest()
+    assert entry["name"] == "06-demo" and entry["lesson"] == "06" and entry["settings"] == {"d": 6}
+    assert entry["sha256"] == reference.sha256(tmp_path / "reference" / entry["file"])
+    stored = torch.load(tmp_path / "reference" / entry["file"], weights_only=False)
+    assert {t.dtype for t in stored["state_dict"].values() if t.is_floating_point()} == {torch.float16}
+    monkeypatch.setenv(reference.STORE_ENV, "0")
+    for path in (tmp_path / "cache").rglob("*.pt"):  # only the committed copy is left
+        path.unlink()
+    loaded = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB)
+    assert calls == [0] and loaded.loaded and [r["epoch"] for r in loaded.history] == [1, 2]
+    assert "stored reference run '06-demo'" in capsys.readouterr().out
+    assert next(loaded.model.parameters()).dtype == torch.float32
+    assert torch.allclose(_logits(trained.model), _logits(loaded.model), atol=2e-3)  # fp16 rounding of weights
+
+
+def test_the_reference_run_comes_before_the_users_own(monkeypatch, tmp_path):
+    _setup(monkeypatch, tmp_path, store=True)
+    committed = stored_runs.train_or_load("07-order", {}, _trainer([], seed=1), VOCAB)
+    monkeypatch.setenv(reference.STORE_ENV, "0")
+    # the user's cache now holds another model under the same key
+    other, _ = _trainer([], seed=2)()
+    from lmcourse.training.checkpoint import save_checkpoint
+    save_checkpoint(stored_runs.run_path("07-order", {}, VOCAB), other, VOCAB, [], {"complete": True})
+    loaded = stored_runs.train_or_load("07-order", {}, _trainer([]), VOCAB)
+    assert torch.allclose(_logits(loaded.model), _logits(committed.model), atol=2e-3)
+    assert not torch.allclose(_logits(loaded.model), _logits(other), atol=2e-3)
+
+
+def test_a_damaged_reference_run_is_named_and_trained_afresh(monkeypatch, tmp_path):
+    _setup(monkeypatch, tmp_path, store=True)
+    stored_runs.train_or_load("08-bad", {}, _trainer([]), VOCAB)
+    monkeypatch.setenv(reference.STORE_ENV, "0")
+    entry, = reference.read_manifest()
+    path = tmp_path / "reference" / entry["file"]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit
+    path.write_bytes(bytes(data))
+    for cached in (tmp_path / "cache").rglob("*.pt"):
+        cached.unlink()
+    calls = []
+    with pytest.warns(RuntimeWarning, match=r"reference run .*08-bad.* does not match the sha256"):
+        run = stored_runs.train_or_load("08-bad", {}, _trainer(calls), VOCAB)
+    assert calls == [0] and not run.loaded
+
+
+def test_retraining_never_writes_into_the_reference_folder_unless_asked(monkeypatch, tmp_path):
+    _setup(monkeypatch, tmp_path, store=True)
+    stored_runs.train_or_load("09-demo", {"s": 1}, _trainer([]), VOCAB)
+    before = reference.read_manifest()
+    monkeypatch.setenv(reference.STORE_ENV, "0")
+    monkeypatch.setenv("LMCOURSE_RETRAIN", "1")
+    calls = []
+    run = stored_runs.train_or_load("09-demo", {"s": 1}, _trainer(calls), VOCAB)
+    assert calls == [0] and not run.loaded and reference.read_manifest() == before
+
+
+def test_prune_removes_what_a_regeneration_no_longer_made(monkeypatch, tmp_path):
+    _setup(monkeypatch, tmp_path, store=True)
+    stored_runs.train_or_load("04-old", {"seed": 0}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("05-keep", {"seed": 0}, _trainer([]), VOCAB)
+    since = max(r["saved_at"] for r in reference.read_manifest()) + 1
+    removed = reference.prune("04", since)
+    assert len(removed) == 1 and removed[0].startswith("04-old")
+    assert [r["name"] for r in reference.read_manifest()] == ["05-keep"]
+    assert not (tmp_path / "reference" / removed[0]).exists()
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    monkeypatch.setattr(lesson_runs, "REGISTRY", {})
+    lesson_runs.declare("06-demo")(lambda scale: [{"d": 6, "seed": s} for s in range(2)])
+    return lesson_runs.REGISTRY
+
+
+def _entry(settings, corpus="fp", name="06-demo", scale="cpu"):
+    return {"file": f"{name}-x.pt", "lesson": name[:2], "name": name, "settings": settings, "scale": scale,
+            "dataset": "embedded", "corpus": corpus}
+
+
+def test_the_check_names_a_run_whose_settings_or_corpus_moved(registry, tmp_path):
+    fp = {"embedded": "fp"}
+    assert lesson_runs.problems([_entry({"d": 6, "seed": 1})], fp, where=tmp_path) == []
+    moved = lesson_runs.problems([_entry({"d": 8, "seed": 1})], fp, where=tmp_path)
+    assert len(moved) == 1 and "settings lesson 06 no longer uses" in moved[0] and "make runs LESSONS=06" in moved[0]
+    corpus = lesson_runs.problems([_entry({"d": 6, "seed": 0}, corpus="old")], fp, where=tmp_path)
+    assert len(corpus) == 1 and "another version of the embedded corpus" in corpus[0]
+    unknown = lesson_runs.problems([_entry({}, name="07-nobody")], fp, where=tmp_path)
+    assert len(unknown) == 1 and "no lesson declares" in unknown[0]
+
+
+def test_the_check_enforces_the_size_budget(registry, tmp_path):
+    (tmp_path / "big.pt").write_bytes(b"\0" * 2000)
+    over = lesson_runs.problems([], {}, budget=1000, where=tmp_path)
+    assert len(over) == 1 and "over the course's budget" in over[0]
+    assert lesson_runs.problems([], {}, budget=10_000, where=tmp_path) == []
+
+
+def test_a_run_name_is_declared_once(registry):
+    with pytest.raises(ValueError, match="declared twice"):
+        lesson_runs.declare("06-demo")(lambda scale: [])
+    with pytest.raises(KeyError, match="No lesson declares"):
+        lesson_runs.settings("99-none", "cpu")
+    assert lesson_runs.settings("06-demo", "cpu")[1] == {"d": 6, "seed": 1}
+
+
+def test_the_committed_reference_runs_are_still_the_lessons():
+    """The real folder: every committed run is declared, trained with today's settings and corpus, in budget."""
+    found = lesson_runs.problems()
+    assert not found, "\n".join(found)
+    manifest = json.loads((reference.folder() / reference.MANIFEST).read_text())
+    listed = {r["file"] for r in manifest["runs"]}
+    on_disk = {p.name for p in reference.folder().glob("*.pt")}
+    assert on_disk == listed, f"files and manifest differ: {sorted(on_disk ^ listed)}; run `make runs`."
+
+
+def test_make_runs_picks_the_lessons_that_store_runs(tmp_path):
+    from lmcourse.course import lessons
+    (tmp_path / "01_a.ipynb").write_text('{"cells": [{"source": "print(1)"}]}')
+    (tmp_path / "02_b.ipynb").write_text('{"cells": [{"source": "run = train_or_load(NAME, S, f, v)"}]}')
+    chosen = lessons.with_runs(lessons.lessons(folder=tmp_path))
+    assert [p.name for p in chosen] == ["02_b.ipynb"]
