@@ -17,8 +17,8 @@ Everything runs on the CPU with one torch thread, on the lookup-rich variant of 
    trained one epoch with SGD at rate 20 on the default embedded corpus; its lookup KL against the
    best rank-32 fit (optimisation, not rank, limits it).
 
-    python benchmarks/bench_rank_regime.py [--parts fit mos] [--dims 2 4 8] [--d 4] [--experts 4]
-           [--seeds 0 1 2] [--epochs 3] [--train-tokens 300000]
+    python benchmarks/bench_rank_regime.py [--parts fit mos old] [--dims 2 4 8] [--d 4] [--experts 4]
+           [--seeds 0 1 2] [--epochs 3] [--lr 0.02] [--hidden 128] [--latent linear|tanh]
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from lmcourse.corpora import embedded  # noqa: E402
@@ -62,15 +63,17 @@ def part_fit(args, corpus, oracle, test, pos, rows, keep):
     print(f"\n## trained softmax models against the best fit of their d (test lookups: {len(pos)})\n")
     print("| d | trained KL (nats) | best rank-d fit KL | ratio | value mass | train time (s) |")
     print("|---:|---:|---:|---:|---:|---:|")
+    keys, counts = np.unique(oracle.lex.key_index[test[pos - 1].numpy()], return_counts=True)
+    table = bn.lookup_log_probs(oracle.params)                      # the distinct rows, weighted as in the text
     for d in args.dims:
         start = time.perf_counter()
-        run = rank_runs.train(f"bench-softmax-d{d}", corpus, rank_runs.model_config(len(corpus.vocab), d),
-                              training(args, 0), args.valid_tokens, plot=False,
-                              retrain=True)
+        config = rank_runs.model_config(len(corpus.vocab), d, hidden_size=args.hidden)
+        run = rank_runs.train(f"bench-softmax-d{d}", corpus, config, training(args, 0), args.valid_tokens,
+                              plot=False, retrain=True)
         seconds = time.perf_counter() - start
         model_rows = bn.model_rows(run.model, test, pos)
         kl = float(bn.kl_rows(rows, model_rows).mean())
-        fit = bn.fit_softmax(rows[:, keep], d, max_iter=300).kl
+        fit = bn.fit_softmax(table[keys], d, max_iter=300, weights=torch.as_tensor(counts)).kl
         mass = float(model_rows[:, keep].exp().sum(1).mean())
         print(f"| {d} | {kl:.3f} | {fit:.3f} | {kl / fit:.2f} | {mass:.3f} | {seconds:.0f} |", flush=True)
 
@@ -82,8 +85,9 @@ def part_mos(args, corpus, oracle, test, pos, rows, keep):
     for name, k in (("softmax", 1), ("mos", args.experts)):
         for seed in args.seeds:
             start = time.perf_counter()
-            run = rank_runs.train(f"bench-{name}-d{args.d}-s{seed}", corpus,
-                                  rank_runs.model_config(len(corpus.vocab), args.d, n_experts=k),
+            config = rank_runs.model_config(len(corpus.vocab), args.d, n_experts=k, hidden_size=args.hidden,
+                                            latent=args.latent)
+            run = rank_runs.train(f"bench-{name}-d{args.d}-s{seed}", corpus, config,
                                   training(args, seed), args.valid_tokens, plot=False,
                                   retrain=True)
             seconds = time.perf_counter() - start
@@ -129,8 +133,9 @@ def part_old(args):
     fit = bn.fit_softmax(rows[:, keep], 32, max_iter=300).kl
     print(f"\n## the old setting: d = 32 tied, one epoch of SGD at rate 20 on the default corpus "
           f"({time.perf_counter() - start:.0f} s)\n")
+    per_key = len(bn.lookup_positions(oracle, corpus.train)) / len(bn.lookup_log_probs())
     print(f"lookup KL to the oracle {kl:.3f} nats; best rank-32 fit {fit:.3f}; value mass "
-          f"{float(R[:, keep].exp().sum(1).mean()):.3f}")
+          f"{float(R[:, keep].exp().sum(1).mean()):.3f}; {per_key:.0f} lookups per key in the training text")
 
 
 def main():
@@ -142,6 +147,8 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--lr", type=float, default=None, help="Adam's rate (default: rank_runs.train_config's)")
+    ap.add_argument("--hidden", type=int, default=128, help="LSTM units")
+    ap.add_argument("--latent", default="linear", choices=["linear", "tanh"], help="the mixture's latent contexts")
     ap.add_argument("--decay-after", type=int, default=None, help="the epoch after which the rate drops")
     ap.add_argument("--train-tokens", type=int, default=300_000)
     ap.add_argument("--eval-tokens", type=int, default=40_000)

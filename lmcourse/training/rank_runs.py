@@ -23,6 +23,7 @@ as two on an idle 2-core machine and much faster on a busy one.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Optional
 
 import torch
@@ -34,7 +35,7 @@ from .callbacks import LivePlot
 from .stored_runs import CachedRun, train_or_load
 from .trainer import Trainer, TrainConfig
 
-__all__ = ["LOOKUP_RICH", "lookup_rich", "model_config", "train_config", "train"]
+__all__ = ["LOOKUP_RICH", "lookup_rich", "model_config", "train_config", "run_settings", "train"]
 
 # The corpus's knobs that make lookups frequent and the rest of the language small.
 LOOKUP_RICH = dict(lookup_rate=0.95, phrase_rate=0.0, n_keys=100, n_values=100,
@@ -47,17 +48,18 @@ def lookup_rich(train_tokens: int, eval_tokens: int, **changes) -> Params:
                      "test_tokens": eval_tokens, **changes})
 
 
-def model_config(vocab_size: int, d: int, n_experts: int = 1, emb_size: int = 32, hidden_size: int = 64,
-                 num_layers: int = 1, init_range: float = 1.0) -> LMConfig:
-    """A wide LSTM and a head of dimension ``d``: a softmax (``n_experts = 1``) or a mixture of softmaxes."""
+def model_config(vocab_size: int, d: int, n_experts: int = 1, emb_size: int = 32, hidden_size: int = 128,
+                 num_layers: int = 1, init_range: float = 1.0, latent: str = "linear") -> LMConfig:
+    """A wide LSTM and a head of dimension ``d``: a softmax (``n_experts = 1``) or a mixture of softmaxes
+    whose latent contexts are ``latent`` (``linear``, or the paper's ``tanh``)."""
     sizes = dict(vocab_size=vocab_size, emb_size=emb_size, hidden_size=hidden_size, num_layers=num_layers,
                  last_size=hidden_size, head_size=d, init_range=init_range)
     if n_experts == 1:
         return LMConfig(**sizes)
-    return LMConfig(**sizes, head="mos", n_experts=n_experts, mos_latent="linear")
+    return LMConfig(**sizes, head="mos", n_experts=n_experts, mos_latent=latent)
 
 
-def train_config(epochs: int = 3, seed: int = 0, lr: float = 3e-2, batch_size: int = 32, bptt: int = 35,
+def train_config(epochs: int = 3, seed: int = 0, lr: float = 2e-2, batch_size: int = 32, bptt: int = 35,
                  **changes) -> TrainConfig:
     """Adam at ``lr``, divided by 4 for the last epoch; gradients clipped at 0.25."""
     return TrainConfig(**{**dict(epochs=epochs, batch_size=batch_size, bptt=bptt, lr=lr, clip=0.25,
@@ -76,14 +78,23 @@ def _threads(n: Optional[int]):
         torch.set_num_threads(before)
 
 
+def run_settings(corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None) -> dict:
+    """What decides a run's result, the key it is stored under: the model, the training (how it is shown
+    aside), the validation slice and the corpus (its name carries the hash of its parameters)."""
+    shown = ("progress", "live_plot")
+    return dict(model=model.as_dict(), train={k: v for k, v in vars(training).items() if k not in shown},
+                valid_tokens=valid_tokens, corpus=corpus.name, train_tokens=len(corpus.train))
+
+
 def train(name: str, corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None,
           floor: Optional[float] = None, title: Optional[str] = None, retrain: Optional[bool] = None,
           threads: Optional[int] = 1, plot: bool = True) -> CachedRun:
     """Train ``model`` with ``training`` on ``corpus`` (or load the stored run), scoring the first
-    ``valid_tokens`` of validation text after each epoch; the live curve carries ``floor``."""
+    ``valid_tokens`` of validation text after each epoch; the live curve (``plot``) carries ``floor``."""
     valid = corpus.valid if valid_tokens is None else corpus.valid[:valid_tokens]
-    settings = dict(model=model.as_dict(), train=vars(training), valid_tokens=valid_tokens, corpus=corpus.name,
-                    train_tokens=len(corpus.train))
+    settings = run_settings(corpus, model, training, valid_tokens)
+    if not plot:
+        training = replace(training, live_plot=False)
 
     def fit():
         seed_everything(training.seed)
