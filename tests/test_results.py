@@ -18,6 +18,16 @@ def test_results_persist_and_replace(tmp_path):
     assert len(again.clear_lesson("02").rows) == 1
 
 
+def test_rows_carry_their_regime_and_old_files_still_load(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text('[{"model": "KN5", "lesson": "01", "valid_ppl": 90.0, "test_ppl": 91.0}]')
+    r = Results("embedded", "cpu", path=path)
+    assert r.rows[0].regime == ""
+    r.add("LSTM", "03", 80, 81, regime="30k tokens, 1 x 256, 8 epochs")
+    text = Results("embedded", "cpu", path=path).markdown()
+    assert "| regime |" in text and "| LSTM | 03 | 30k tokens, 1 x 256, 8 epochs |" in text
+
+
 def test_cmp_passes_close_and_fails_far(capsys):
     a = torch.tensor([1.0, 2.0], dtype=torch.float64)
     assert cmp("same", a, a.clone()) == 0.0

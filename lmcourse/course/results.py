@@ -25,6 +25,7 @@ class Row:
     test_ppl: float | None
     params: int | None = None
     note: str = ""
+    regime: str = ""
 
 
 class Results:
@@ -53,10 +54,13 @@ class Results:
         self.rows = [r for r in self.rows if r.lesson != lesson]
         return self
 
-    def add(self, model: str, lesson: str, valid_ppl=None, test_ppl=None, params=None, note="") -> "Results":
+    def add(self, model: str, lesson: str, valid_ppl=None, test_ppl=None, params=None, note="",
+            regime="") -> "Results":
+        """Add (or replace) a row. ``regime`` says what the number was measured on (training tokens,
+        sizes, epochs, corpus variant), so rows from different regimes are never read as one ladder."""
         self.rows = [r for r in self.rows if not (r.model == model and r.lesson == lesson)]
         f = lambda v: None if v is None else round(float(v), 2)  # noqa: E731
-        self.rows.append(Row(model, lesson, f(valid_ppl), f(test_ppl), params, note))
+        self.rows.append(Row(model, lesson, f(valid_ppl), f(test_ppl), params, note, regime))
         self._save()
         return self
 
@@ -76,14 +80,14 @@ class Results:
         lesson's rows in bold; then the published rows for the dataset (``literature``: True for all,
         False for none, or a list of model names as in :data:`lmcourse.literature.PUBLISHED`)."""
         lines = [f"**{self.dataset}**, scale `{self.scale}`", "",
-                 "| model | lesson | params | valid ppl | test ppl | note |", "|---|---|---:|---:|---:|---|"]
+                 "| model | lesson | regime | params | valid ppl | test ppl | note |", "|---|---|---|---:|---:|---:|---|"]
         num = lambda v: "" if v is None else f"{v:,.2f}" if isinstance(v, float) else f"{v:,}"  # noqa: E731
         rows = [r for r in self.rows if lesson is None or r.lesson <= lesson]
         for r in sorted(rows, key=lambda r: (r.lesson, -(r.test_ppl or 0))):
             name = f"**{r.model}**" if lesson is not None and r.lesson == lesson else r.model
-            lines.append(f"| {name} | {r.lesson} | {num(r.params)} | {num(r.valid_ppl)} | {num(r.test_ppl)} | {r.note} |")
+            lines.append(f"| {name} | {r.lesson} | {r.regime} | {num(r.params)} | {num(r.valid_ppl)} | {num(r.test_ppl)} | {r.note} |")
         for p in self._published(literature):
-            lines.append(f"| *{p.model}* | paper | {p.params} | {num(p.valid)} | {num(p.test)} | {p.citation} |")
+            lines.append(f"| *{p.model}* | paper | {self.dataset}, full size | {p.params} | {num(p.valid)} | {num(p.test)} | {p.citation} |")
         return "\n".join(lines)
 
     def _published(self, literature) -> list:

@@ -17,7 +17,6 @@ sets). The whole folder stays under :data:`BUDGET_BYTES`.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import config
+from ..corpora.download import sha256_of as sha256
 from ..errors import CheckpointError
 from .checkpoint import atomic_write, load_checkpoint, save_checkpoint
 
@@ -44,14 +44,6 @@ def folder() -> Path:
 def storing() -> bool:
     """True while ``LMCOURSE_STORE_REFERENCE=1``: finished runs are written into the reference folder too."""
     return os.environ.get(STORE_ENV, "") not in ("", "0") and config.SCALE != "ci"
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_manifest(where: Optional[Path] = None) -> list[dict]:
