@@ -113,3 +113,28 @@ def test_weighted_fit_equals_the_fit_of_repeated_rows():
     for bad in (torch.ones(5), -counts, torch.zeros(12), torch.full((12,), float("nan"))):
         with pytest.raises(ValueError, match="weights"):
             bn.fit_softmax(table, 3, weights=bad)
+
+
+def test_a_run_can_be_kept_out_of_the_reference_folder(monkeypatch, tmp_path):
+    from lmcourse import config
+    from lmcourse.training import reference_runs as reference
+    from lmcourse.training import stored_runs
+    from lmcourse.vocab import Vocab
+
+    vocab = Vocab(["<eos>", "a", "b"])
+    monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(reference.FOLDER_ENV, str(tmp_path / "reference"))
+    monkeypatch.setenv(reference.STORE_ENV, "1")
+    monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
+    monkeypatch.setattr(config, "SCALE", "cpu")
+
+    def fit():
+        torch.manual_seed(0)
+        model = RNNLM(LMConfig(vocab_size=len(vocab), emb_size=4, hidden_size=4, num_layers=1))
+        model.vocab = vocab
+        return model, [{"epoch": 1, "valid_ppl": 3.0}]
+
+    kept_out = stored_runs.train_or_load("05-short", {"d": 1}, fit, vocab, reference_run=False)
+    assert kept_out.path.is_file() and reference.read_manifest() == []
+    stored_runs.train_or_load("05-long", {"d": 1}, fit, vocab)
+    assert [r["name"] for r in reference.read_manifest()] == ["05-long"]

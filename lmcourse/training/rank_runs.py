@@ -17,7 +17,8 @@ training long before its rank. These runs are set up so that the rank binds:
   clipped gradients.
 
 :func:`train` trains one such model through :func:`~lmcourse.training.stored_runs.train_or_load`
-(stored after the first run), on one CPU thread: these models are small, and one thread is as fast
+(stored in the user's cache after the first run, never among the committed reference runs: each
+trains in seconds), on one CPU thread: these models are small, and one thread is as fast
 as two on an idle 2-core machine and much faster on a busy one.
 """
 from __future__ import annotations
@@ -105,6 +106,6 @@ def train(name: str, corpus, model: LMConfig, training: TrainConfig, valid_token
             history = Trainer(lm, corpus.train, valid, training, callbacks=callbacks).fit()
         return lm, history
 
-    run = train_or_load(name, settings, fit, corpus.vocab, retrain=retrain)
+    run = train_or_load(name, settings, fit, corpus.vocab, retrain=retrain, reference_run=False)
     run.model.vocab = corpus.vocab
     return run
