@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["ngram", "lstm", "weightdrop", "trainer", "dyneval", "dyneval_memory", "cache", "mos", "memory"]
+BENCHES = ["ngram", "lstm", "weightdrop", "trainer", "dyneval", "dyneval_memory", "cache", "mos", "memory",
+           "rank_regime"]
 
 
 def main(argv: list[str]) -> int:

@@ -106,3 +106,14 @@ def _char_lstm(scale):
                     bptt=150, watch=200, sample_len=500),
     }
     return [dict(by_scale[scale], **common)]
+
+
+@declare("05-softmax-d32")
+def _softmax_d32(scale: str) -> list:
+    """Lesson 05: the course's usual softmax LSTM, tied at d = 32, one epoch of SGD at rate 20 on the
+    embedded corpus (all of its training text from ``cpu`` on)."""
+    if scale == "ci":
+        return [dict(emb_size=8, hidden_size=32, num_layers=2, tie=True, epochs=1, batch_size=16, bptt=20,
+                     lr=20.0, clip=0.25, seed=0, train_tokens=30_000, valid_tokens=5_000)]
+    return [dict(emb_size=32, hidden_size=256, num_layers=2, tie=True, epochs=1, batch_size=64, bptt=35,
+                 lr=20.0, clip=0.25, seed=0, train_tokens=None, valid_tokens=None)]

@@ -41,6 +41,7 @@ from .lstm import LSTM as EquationsLSTM
 CELLS = ("fast", "equations")
 DROPOUT_KINDS = ("locked", "standard")
 DROPOUT_FIELDS = ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "dropoutl")
+MOS_LATENTS = ("tanh", "linear")
 
 
 @dataclass
@@ -50,6 +51,11 @@ class LMConfig:
     Defaults are the AWD-LSTM sizes (emb 400, hidden 1150, 3 layers; Merity et al. 2018) with every
     regulariser off. ``last_size`` is the last layer's output size (default: E when tied, else H);
     ``n_experts`` and ``dropoutl`` are read only by the ``mos`` head (Yang et al. 2018).
+    ``head_size`` is :math:`d`, the size of the vectors the head's softmaxes compare with the word
+    vectors: the softmax head first maps the last layer's output linearly to ``head_size`` numbers (a
+    softmax of rank :math:`d` after a wide network; None: no map, :math:`d` = ``last_size``), the
+    ``mos`` head's latent contexts get ``head_size`` numbers each (None: E). ``mos_latent``: the
+    latent contexts' activation, ``tanh`` as in Yang et al. (2018) or ``linear``.
     """
 
     vocab_size: int
@@ -69,6 +75,8 @@ class LMConfig:
     last_size: Optional[int] = None
     n_experts: int = 1
     dropoutl: float = 0.0
+    head_size: Optional[int] = None
+    mos_latent: str = "tanh"
 
     def __post_init__(self):
         for name in ("vocab_size", "emb_size", "hidden_size", "num_layers", "n_experts"):
@@ -94,11 +102,17 @@ class LMConfig:
             raise ValueError(f"LMConfig.last_size must be a positive integer or None, got {self.last_size!r}.")
         if not isinstance(self.head, str) or not known_head(self.head):
             raise ValueError(f"LMConfig.head={self.head!r} is unknown: use one of {', '.join(head_names())}.")
+        if self.head_size is not None and (isinstance(self.head_size, bool) or not isinstance(self.head_size, int)
+                                           or self.head_size < 1):
+            raise ValueError(f"LMConfig.head_size must be a positive integer or None, got {self.head_size!r}.")
+        if self.mos_latent not in MOS_LATENTS:
+            raise ValueError(f"LMConfig.mos_latent={self.mos_latent!r} is unknown: use 'tanh' or 'linear'.")
         if self.last_size is None:
-            self.last_size = self.emb_size if self.tie else self.hidden_size
-        if self.tie and self.head == "softmax" and self.last_size != self.emb_size:
-            raise ValueError(f"A tied softmax needs the last layer to output emb_size={self.emb_size}, "
-                             f"but last_size={self.last_size}: leave last_size unset or set tie=False.")
+            self.last_size = self.emb_size if self.tie and self.head_size is None else self.hidden_size
+        if self.tie and self.head == "softmax" and (self.head_size or self.last_size) != self.emb_size:
+            size = "head_size" if self.head_size else "last_size"
+            raise ValueError(f"A tied softmax needs the decoder's input to have emb_size={self.emb_size} numbers, "
+                             f"but {size}={self.head_size or self.last_size}: leave {size} unset or set tie=False.")
 
     def layer_sizes(self) -> list[tuple[int, int]]:
         """(input, output) size of each LSTM layer: E->H, H->H, ..., H->last."""
@@ -130,18 +144,24 @@ class RNNState(NamedTuple):
 # ------------------------------------------------------------------------------------- heads
 
 class SoftmaxHead(nn.Module):
-    r"""The linear decoder :math:`z_t = W g_t + b`, with :math:`W` optionally the embedding matrix."""
+    r"""The linear decoder :math:`z_t = W g_t + b`, with :math:`W` optionally the embedding matrix.
 
-    def __init__(self, in_size: int, vocab_size: int, init_range: float, tied_weight: Optional[nn.Parameter] = None):
+    With ``head_size`` :math:`d`, the output first goes through a linear map without bias,
+    :math:`z_t = W (P g_t) + b` with :math:`P` (d, in_size): logits of rank at most :math:`d` whatever
+    the width of the network before it."""
+
+    def __init__(self, in_size: int, vocab_size: int, init_range: float, tied_weight: Optional[nn.Parameter] = None,
+                 head_size: Optional[int] = None):
         super().__init__()
-        self.decoder = nn.Linear(in_size, vocab_size)
+        self.project = nn.Identity() if head_size is None else nn.Linear(in_size, head_size, bias=False)
+        self.decoder = nn.Linear(in_size if head_size is None else head_size, vocab_size)
         nn.init.uniform_(self.decoder.weight, -init_range, init_range)
         nn.init.zeros_(self.decoder.bias)
         if tied_weight is not None:
             self.decoder.weight = tied_weight  # (V, E): one matrix for input and output
 
     def forward(self, g: torch.Tensor) -> torch.Tensor:  # (T, B, E) -> (T, B, V)
-        return self.decoder(g)
+        return self.decoder(self.project(g))
 
 
 HeadFactory = Callable[[LMConfig, nn.Embedding, int], nn.Module]
@@ -156,7 +176,7 @@ def register_head(name: str, factory: HeadFactory) -> None:
 
 def _softmax_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
     tied = embedding.weight if config.tie else None
-    return SoftmaxHead(in_size, config.vocab_size, config.init_range, tied)
+    return SoftmaxHead(in_size, config.vocab_size, config.init_range, tied, config.head_size)
 
 
 register_head("softmax", _softmax_head)

@@ -203,7 +203,9 @@ class MixtureOfSoftmaxes(nn.Module):
     r"""The MoS head: ``forward(g (T, B, L)) -> log p (T, B, V)`` (see the module docstring).
 
     ``prior``: :math:`W_\pi`, ``Linear(L, K, bias=False)``; ``latent``: :math:`W_h, b_h`,
-    ``Linear(L, K E)``; ``drop_l``: dropout ``dropoutl`` on the latent contexts (locked: one mask
+    ``Linear(L, K E)``, followed by ``activation`` (``tanh`` as in the paper, or ``linear``:
+    :math:`h_{t,k} = (W_h g_t + b_h)_{[kE:(k+1)E]}`, unbounded like a softmax head's projection);
+    ``drop_l``: dropout ``dropoutl`` on the latent contexts (locked: one mask
     per sequence over all K E units); ``weight`` (V, E): the decoder, the embedding matrix when
     tied; ``bias`` (V,). ``returns_log_probs`` tells the trainer to use the scores as they are.
     """
@@ -211,9 +213,12 @@ class MixtureOfSoftmaxes(nn.Module):
     returns_log_probs = True
 
     def __init__(self, in_size: int, emb_size: int, vocab_size: int, n_experts: int, dropoutl: float = 0.0,
-                 init_range: float = 0.1, tied_weight: Optional[nn.Parameter] = None, dropout_kind: str = "locked"):
+                 init_range: float = 0.1, tied_weight: Optional[nn.Parameter] = None, dropout_kind: str = "locked",
+                 activation: str = "tanh"):
         super().__init__()
-        self.n_experts, self.emb_size = n_experts, emb_size
+        if activation not in ("tanh", "linear"):
+            raise ValueError(f"activation={activation!r} is unknown: use 'tanh' (the paper's) or 'linear'.")
+        self.n_experts, self.emb_size, self.activation = n_experts, emb_size, activation
         self.prior = nn.Linear(in_size, n_experts, bias=False)
         self.latent = nn.Linear(in_size, n_experts * emb_size)
         self.drop_l = make_dropout(dropoutl, dropout_kind)
@@ -231,7 +236,8 @@ class MixtureOfSoftmaxes(nn.Module):
             raise ValueError(f"The MoS head reads the last layer's output (T, B, L), got shape {tuple(g.shape)}.")
         T, B = g.shape[:2]
         log_pi = F.log_softmax(self.prior(g), dim=-1)  # (T, B, K)
-        h = self.drop_l(torch.tanh(self.latent(g)))  # (T, B, K E): one mask per sequence
+        h = self.latent(g)  # (T, B, K E)
+        h = self.drop_l(torch.tanh(h) if self.activation == "tanh" else h)  # one mask per sequence
         return log_pi, h.view(T, B, self.n_experts, self.emb_size)
 
     def forward(self, g: torch.Tensor) -> torch.Tensor:  # (T, B, L) -> (T, B, V)
@@ -239,13 +245,17 @@ class MixtureOfSoftmaxes(nn.Module):
         return mos_log_probs(h, self.weight, self.bias, log_pi)
 
     def extra_repr(self) -> str:
-        return f"K={self.n_experts}, E={self.emb_size}, V={self.bias.numel()}"
+        return f"K={self.n_experts}, E={self.emb_size}, V={self.bias.numel()}, latent {self.activation}"
 
 
 def _mos_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
+    size = config.head_size or config.emb_size  # d: the numbers of each latent context
+    if config.tie and size != config.emb_size:
+        raise ValueError(f"A tied mixture needs head_size = emb_size = {config.emb_size}, got head_size={size}: "
+                         "leave head_size unset or set tie=False.")
     tied = embedding.weight if config.tie else None
-    return MixtureOfSoftmaxes(in_size, config.emb_size, config.vocab_size, config.n_experts, config.dropoutl,
-                              config.init_range, tied, config.dropout_kind)
+    return MixtureOfSoftmaxes(in_size, size, config.vocab_size, config.n_experts, config.dropoutl,
+                              config.init_range, tied, config.dropout_kind, config.mos_latent)
 
 
 register_head("mos", _mos_head)

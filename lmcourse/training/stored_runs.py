@@ -83,10 +83,11 @@ def _wanted(retrain: Optional[bool]) -> bool:
 
 
 def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], vocab,
-                  retrain: Optional[bool] = None) -> CachedRun:
+                  retrain: Optional[bool] = None, reference_run: bool = True) -> CachedRun:
     """Load the finished run ``name`` trained with ``settings``, or train it with ``train_fn`` and store it.
 
-    The order: the committed reference run, then the user's cache, then training."""
+    The order: the committed reference run, then the user's cache, then training. ``reference_run=False``
+    keeps the run out of ``reference_runs/`` (a run short enough to train on a fresh clone)."""
     path = run_path(name, settings, vocab)
     key = _key(name, settings, vocab)
     if _wanted(retrain):
@@ -116,6 +117,6 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
     complete = getattr(history, "stop_reason", "completed") == "completed"
     extra = {"run": name, "settings": settings, "complete": complete, "saved_at": time.time()}
     save_checkpoint(path, model, vocab, rows, extra)
-    if complete and reference.storing():
+    if complete and reference_run and reference.storing():
         reference.store(name, key, settings, model, vocab, rows, corpus_fingerprint(vocab))
     return CachedRun(model, rows, False, path)

@@ -1,0 +1,111 @@
+r"""Trained models whose head's rank is what limits them: the runs of lessons 05 and 06.
+
+A softmax head of dimension :math:`d` gives log-probability matrices of rank at most :math:`d + 2`
+(Yang et al. 2018, Section 2), but a model trained for a few minutes is usually limited by its
+training long before its rank. These runs are set up so that the rank binds:
+
+- **the data**: the embedded corpus with its lookups turned up (:func:`lookup_rich`): almost every
+  verb's object is a key followed by a value drawn from the key's row of a 100 x 100 table of full
+  rank, the fixed expressions are off and the open word classes are small, so about one token in
+  ten is a lookup and the vocabulary has about a thousand words;
+- **the model** (:func:`model_config`): a wide LSTM whose last layer's output is mapped linearly to
+  :math:`d` numbers (``LMConfig.head_size``), so that the network before the head can be as good
+  as it likes; a softmax (``n_experts = 1``) or a mixture of ``n_experts`` softmaxes of the same
+  :math:`d` with linear latent contexts; word vectors started at a scale (``init_range``) at which a
+  small :math:`d` still spreads the first logits;
+- **the training** (:func:`train_config`): Adam, three epochs, the last at a quarter of the rate,
+  clipped gradients.
+
+:func:`train` trains one such model through :func:`~lmcourse.training.stored_runs.train_or_load`
+(stored in the user's cache after the first run, never among the committed reference runs: each
+trains in seconds), on one CPU thread: these models are small, and one thread is as fast
+as two on an idle 2-core machine and much faster on a busy one.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Optional
+
+import torch
+
+from ..config import seed_everything
+from ..corpora.grammar import Params
+from ..networks.models import LMConfig, RNNLM
+from .callbacks import LivePlot
+from .stored_runs import CachedRun, train_or_load
+from .trainer import Trainer, TrainConfig
+
+__all__ = ["LOOKUP_RICH", "lookup_rich", "model_config", "train_config", "run_settings", "train"]
+
+# The corpus's knobs that make lookups frequent and the rest of the language small.
+LOOKUP_RICH = dict(lookup_rate=0.95, phrase_rate=0.0, n_keys=100, n_values=100,
+                   n_nouns=100, n_verbs=40, n_adjs=60, n_advs=20, n_names=20)
+
+
+def lookup_rich(train_tokens: int, eval_tokens: int, **changes) -> Params:
+    """The lookup-rich variant of the embedded corpus: :data:`LOOKUP_RICH`, the split sizes, and ``changes``."""
+    return Params(**{**LOOKUP_RICH, "train_tokens": train_tokens, "valid_tokens": eval_tokens,
+                     "test_tokens": eval_tokens, **changes})
+
+
+def model_config(vocab_size: int, d: int, n_experts: int = 1, emb_size: int = 32, hidden_size: int = 128,
+                 num_layers: int = 1, init_range: float = 1.0, latent: str = "linear") -> LMConfig:
+    """A wide LSTM and a head of dimension ``d``: a softmax (``n_experts = 1``) or a mixture of softmaxes
+    whose latent contexts are ``latent`` (``linear``, or the paper's ``tanh``)."""
+    sizes = dict(vocab_size=vocab_size, emb_size=emb_size, hidden_size=hidden_size, num_layers=num_layers,
+                 last_size=hidden_size, head_size=d, init_range=init_range)
+    if n_experts == 1:
+        return LMConfig(**sizes)
+    return LMConfig(**sizes, head="mos", n_experts=n_experts, mos_latent=latent)
+
+
+def train_config(epochs: int = 3, seed: int = 0, lr: float = 2e-2, batch_size: int = 32, bptt: int = 35,
+                 **changes) -> TrainConfig:
+    """Adam at ``lr``, divided by 4 for the last epoch; gradients clipped at 0.25."""
+    return TrainConfig(**{**dict(epochs=epochs, batch_size=batch_size, bptt=bptt, lr=lr, clip=0.25,
+                                 optimizer="adam", lr_decay=4.0, decay_after=max(1, epochs - 1), seed=seed),
+                          **changes})
+
+
+@contextmanager
+def _threads(n: Optional[int]):
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def run_settings(corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None) -> dict:
+    """What decides a run's result, the key it is stored under: the model, the training (how it is shown
+    aside), the validation slice and the corpus (its name carries the hash of its parameters)."""
+    shown = ("progress", "live_plot")
+    return dict(model=model.as_dict(), train={k: v for k, v in vars(training).items() if k not in shown},
+                valid_tokens=valid_tokens, corpus=corpus.name, train_tokens=len(corpus.train))
+
+
+def train(name: str, corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None,
+          floor: Optional[float] = None, title: Optional[str] = None, retrain: Optional[bool] = None,
+          threads: Optional[int] = 1, plot: bool = True) -> CachedRun:
+    """Train ``model`` with ``training`` on ``corpus`` (or load the stored run), scoring the first
+    ``valid_tokens`` of validation text after each epoch; the live curve (``plot``) carries ``floor``."""
+    valid = corpus.valid if valid_tokens is None else corpus.valid[:valid_tokens]
+    settings = run_settings(corpus, model, training, valid_tokens)
+    if not plot:
+        training = replace(training, live_plot=False)
+
+    def fit():
+        seed_everything(training.seed)
+        lm = RNNLM(model)
+        lm.vocab = corpus.vocab
+        callbacks = [LivePlot(floor=floor, title=title or name)] if plot else []
+        with _threads(threads):
+            history = Trainer(lm, corpus.train, valid, training, callbacks=callbacks).fit()
+        return lm, history
+
+    run = train_or_load(name, settings, fit, corpus.vocab, retrain=retrain, reference_run=False)
+    run.model.vocab = corpus.vocab
+    return run
