@@ -79,3 +79,21 @@ def test_bad_names_and_results_are_refused(monkeypatch, tmp_path):
         stored_numbers.compute_or_load("../x", {}, _compute([]), VOCAB)
     with pytest.raises(TypeError, match="must return a dict"):
         stored_numbers.compute_or_load("08-y", {}, lambda: [1, 2], VOCAB)
+
+
+def test_lesson_08_declares_each_pass_once_at_every_scale():
+    import json
+
+    from lmcourse.course import dyneval_runs, lesson_runs
+    for scale in ("ci", "cpu", "gpu"):
+        declared = lesson_runs.settings(dyneval_runs.NAME, scale)
+        keys = [json.dumps(s, sort_keys=True) for s in declared]
+        assert len(set(keys)) == len(keys)
+        roles = {s["role"] for s in declared}
+        assert roles == {"grid", "split", "segment", "reset"}
+        p = dyneval_runs.plan(scale)
+        grids = [s for s in declared if s["role"] == "grid"]
+        assert len(grids) == sum(len(p["lrs"][m]) * len(p["decays"][m]) for m in dyneval_runs.METHODS)
+        assert p["tune"] >= 20_000 or scale == "ci"
+    with pytest.raises(ValueError, match="Unknown scale"):
+        dyneval_runs.plan("huge")
