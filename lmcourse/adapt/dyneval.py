@@ -43,7 +43,7 @@ from torch.func import functional_call
 from ..corpora.data import batchify, bptt_batches
 from ..lm import LanguageModel, check_tokens, mean_nll
 from ..networks.models import log_softmax
-from ..progress import progress_enabled
+from ..progress import bar, progress_enabled
 
 __all__ = ["METHODS", "DEFAULTS", "PAPER_SETTINGS", "GradientStats", "gradient_stats", "adaptation_copy",
            "decay_rates", "Step", "make_step", "update_", "from_old_hyperparameters", "DynamicEval", "Grid",
@@ -340,6 +340,28 @@ class DynamicEval(LanguageModel):
                     update_(theta, g, step)
             state = net.detach_state(out.state)
             yield out.logits[:, 0].detach(), out.h[:, 0].detach(), names, params
+
+    def drift(self, tokens, every: int = 20, progress: Optional[bool] = None) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""``(log p (N,), d (S,))``: the scores of :meth:`score`, and the distance of the weights from
+        :math:`\theta_0`, :math:`d = \lVert \theta - \theta_0 \rVert_2` over every weight, after
+        every ``every``-th segment (``d[k]`` after segment ``(k + 1) * every``)."""
+        every = _positive_int(every, "every")
+        tokens = check_tokens(tokens, self.config.vocab_size).to(self.device)
+        log_p, d, i = torch.empty(tokens.numel(), dtype=torch.float64), [], 0  # (N,)
+        theta_0 = None
+        shown = bar(total=tokens.numel(), desc=f"dynamic ({self.method})", unit="tok", unit_scale=True,
+                    enabled=progress)
+        for k, (logits, _, names, params) in enumerate(self._segments(tokens), start=1):
+            t = logits.size(0)
+            shown.update(t)
+            log_p[i:i + t] = log_softmax(logits).gather(1, tokens[i:i + t].view(-1, 1)).squeeze(1).cpu()  # (t,)
+            i += t
+            if k % every == 0:
+                theta_0 = theta_0 or self._theta_0(names)
+                with torch.no_grad():
+                    d.append(float(sum(((p - p0) ** 2).sum() for p, p0 in zip(params, theta_0)).sqrt()))
+        shown.close()
+        return log_p, torch.tensor(d, dtype=torch.float64)
 
     def stream(self, tokens) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         r"""Yield ``(logits (t, V), h (t, E_last))`` per segment, computed *before* that segment's update.
