@@ -117,6 +117,7 @@ def test_prune_removes_what_a_regeneration_no_longer_made(monkeypatch, tmp_path)
 @pytest.fixture
 def registry(monkeypatch):
     monkeypatch.setattr(lesson_runs, "REGISTRY", {})
+    monkeypatch.setattr(lesson_runs, "CORPORA", {})
     lesson_runs.declare("06-demo")(lambda scale: [{"d": 6, "seed": s} for s in range(2)])
     return lesson_runs.REGISTRY
 
@@ -135,6 +136,17 @@ def test_the_check_names_a_run_whose_settings_or_corpus_moved(registry, tmp_path
     assert len(corpus) == 1 and "another version of the embedded corpus" in corpus[0]
     unknown = lesson_runs.problems([_entry({}, name="07-nobody")], fp, where=tmp_path)
     assert len(unknown) == 1 and "no lesson declares" in unknown[0]
+
+
+def test_a_run_with_a_corpus_of_its_own_is_checked_against_that_corpus(registry, tmp_path):
+    from lmcourse.training.stored_runs import corpus_fingerprint
+    variant = Vocab(["<eos>", "x", "y"])
+    lesson_runs.declare("09-demo", corpus=lambda: variant)(lambda scale: [{"d": 4}])
+    fp = {"embedded": "fp"}  # the dataset's fingerprint, which a variant's run must not be held to
+    ok = _entry({"d": 4}, corpus=corpus_fingerprint(variant), name="09-demo")
+    assert lesson_runs.problems([ok], fp, where=tmp_path) == []
+    stale = lesson_runs.problems([_entry({"d": 4}, corpus="fp", name="09-demo")], fp, where=tmp_path)
+    assert len(stale) == 1 and "another version of the embedded (09-demo's variant) corpus" in stale[0]
 
 
 def test_the_check_enforces_the_size_budget(registry, tmp_path):

@@ -8,7 +8,9 @@ and, for a scale, the list of settings dicts it trains (one per seed, variant, .
         return [dict(d=8, epochs=6, seed=s, ...) for s in range(3)]
 
 and takes its settings from :func:`settings` (instructor knobs stay plain variables: a changed knob
-gives other settings, which are simply trained afresh). :func:`problems` compares the manifest of
+gives other settings, which are simply trained afresh). A run that trains on a corpus of its own (a
+variant of the embedded corpus) names it: ``@declare("09-ladder", corpus=fn)``, ``fn()`` giving that
+corpus's ``Vocab``, so its fingerprint is checked against that corpus rather than the dataset's. :func:`problems` compares the manifest of
 ``reference_runs/`` with this registry and today's corpus, so a lesson whose settings or corpus
 moved without ``make runs`` fails the tests with a sentence that says so.
 """
@@ -21,14 +23,17 @@ from .. import config
 from ..training import reference_runs as reference
 
 REGISTRY: dict[str, Callable[[str], list]] = {}
+CORPORA: dict[str, Callable[[], object]] = {}  # run name -> fn() giving the Vocab of the corpus it trains on
 
 
-def declare(name: str):
-    """Register ``fn(scale) -> [settings, ...]`` as the runs named ``name``."""
+def declare(name: str, corpus: Optional[Callable[[], object]] = None):
+    """Register ``fn(scale) -> [settings, ...]`` as the runs named ``name``; ``corpus()``: their corpus's Vocab."""
     def register(fn):
         if name in REGISTRY:
             raise ValueError(f"The run name {name!r} is declared twice: give each lesson's run its own name.")
         REGISTRY[name] = fn
+        if corpus is not None:
+            CORPORA[name] = corpus
         return fn
     return register
 
@@ -65,7 +70,12 @@ def problems(runs: Optional[list] = None, fingerprints: Optional[dict] = None, b
             found.append(f"The reference run {entry.get('file')} was trained with settings lesson {lesson} no "
                          f"longer uses: {redo}.")
         dataset = entry.get("dataset", config.EMBEDDED)
-        if dataset not in fingerprints:
+        if name in CORPORA:  # a corpus of the run's own: fingerprinted once per run name
+            dataset = f"{dataset} ({name}'s variant)"
+            if dataset not in fingerprints:
+                from ..training.stored_runs import corpus_fingerprint
+                fingerprints[dataset] = corpus_fingerprint(CORPORA[name]())
+        elif dataset not in fingerprints:
             fingerprints[dataset] = _fingerprint(dataset)
         if entry.get("corpus") != fingerprints[dataset]:
             found.append(f"The reference run {entry.get('file')} was trained on another version of the "
@@ -82,3 +92,55 @@ def _fingerprint(dataset: str) -> str:
     from ..training.stored_runs import corpus_fingerprint
 
     return corpus_fingerprint(load_corpus(dataset).vocab)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 09: the ladder, on a variant of the embedded corpus where every rung's idea pays
+
+def ladder_params():
+    """The corpus variant of lesson 09's ladder (:class:`lmcourse.corpora.grammar.Params`).
+
+    A small vocabulary (short open classes, 300 names) keeps each run near a minute on one core;
+    40,000 training tokens make a 64-unit LSTM overfit (dropout and tying pay) and its constant-rate
+    SGD plateau (NT-ASGD's average pays); a lookup table of 100 keys by 100 values, full rank, in 40%
+    of the objects binds a 64-dimensional softmax (MoS pays); names drawn per document with a small
+    CRP concentration recur inside a document (the cache pays); and topics weigh strongly on each
+    document's words (dynamic evaluation pays)."""
+    from ..corpora.grammar import Params
+
+    return Params(n_nouns=100, n_verbs=40, n_adjs=60, n_advs=20, n_names=300, name_alpha=0.3, n_keys=100,
+                  n_values=100, lookup_rate=0.4, topic_boost=30.0, off_topic=0.02, doc_sentences=40.0,
+                  phrase_rate=0.0, train_tokens=40_000, valid_tokens=10_000, test_tokens=10_000)
+
+
+def ladder_corpus():
+    """The ladder's corpus (generated into the cache folder on first use)."""
+    from ..corpora import embedded
+    from ..corpora.data import load_corpus
+
+    return load_corpus(embedded.ensure(params=ladder_params()))
+
+
+LADDER_SEEDS = (0, 1, 2)
+AWD_PTB_DROPOUTS = dict(dropout=0.4, dropouth=0.25, dropouti=0.4, dropoute=0.1, wdrop=0.5)  # Merity et al. 2018
+LADDER_DROPOUTS = {k: p / 2 for k, p in AWD_PTB_DROPOUTS.items()}  # half the PTB rates: 64 units, not 1150
+LADDER_RUNGS = {  # rung -> (what the model adds, what the training adds), each on top of the rung before
+    "LSTM": (dict(tie=False), dict()),
+    "+ dropouts": (dict(tie=False, **LADDER_DROPOUTS), dict()),
+    "+ tying": (dict(tie=True, **LADDER_DROPOUTS), dict()),
+    "AWD recipe": (dict(tie=True, **LADDER_DROPOUTS),
+                   dict(optimizer="ntasgd", nonmono=2, variable_bptt=True, alpha=2.0, beta=1.0, weight_decay=1.2e-6)),
+}
+LADDER_RUNGS["MoS"] = (dict(LADDER_RUNGS["AWD recipe"][0], head="mos", n_experts=3, dropoutl=0.29 / 2),
+                       LADDER_RUNGS["AWD recipe"][1])
+
+
+@declare("09-ladder", corpus=lambda: ladder_corpus().vocab)
+def _ladder(scale):
+    from dataclasses import asdict
+
+    small = scale == "ci"
+    shared = dict(corpus=asdict(ladder_params()), d=16 if small else 64, epochs=2 if small else 20,
+                  train_tokens=4_000 if small else 40_000, lr=20.0, lr_decay=1.0, batch=10, bptt=35, clip=0.25)
+    return [dict(shared, rung=rung, model=model, train=train, seed=seed) for rung, (model, train) in LADDER_RUNGS.items()
+            for seed in LADDER_SEEDS]
