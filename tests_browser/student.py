@@ -29,8 +29,9 @@ TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^(\w+\.)*\w*(Error|
 FIGURE_AS_TEXT = re.compile(r"^<Figure size [\d.]+x[\d.]+ with \d+ Axes>$", re.M)
 WIDGET_AS_TEXT = re.compile(r"^\s*(interactive|[A-Z]\w*(Slider|Box|Dropdown|Buttons?|Output|Checkbox|Text|Textarea|"
                             r"Combobox|Select|Progress|Tab|Accordion|Label|HTML|Image|Picker|Play))\(", re.M)
-# tqdm's "40%|", or an HTML bar's "40%" followed by its counts "4/10" (its track has no text)
-STUCK_BAR = re.compile(r"(?<![\d.])(\d{1,3})%\s*(\||\d[\d.,]*[kMG]?/|$)")
+# tqdm's "40%|", or an HTML bar's "40%" followed by its counts "4/10" (its track has no text); a share
+# that ends a line of a table ("chance: 16%") is not a bar
+STUCK_BAR = re.compile(r"(?<![\d.])(\d{1,3})%\s*(\||\d[\d.,]*[kMG]?/)")
 MAX_SLIDERS = 6              # sliders moved per lesson, in page order
 TIMEOUT = float(os.environ.get("LMCOURSE_BROWSER_TIMEOUT", "300"))   # seconds for one Run All
 

@@ -125,6 +125,9 @@ def test_figures_that_never_appear_are_caught(page, lab):
     ("model pass:  40%32.0k/80.0k [00:01<00:02]", True),
     ("fitting: 100%10/10 [00:03<00:00]", False),
     ("5% of the tokens are names", False),
+    ("chance: 16%", False),                                           # shares that end a table's line
+    ("function words\t29,531\t36.9%\t13.4\t13.4\t12.3\t-0.004\t-6%", False),
+    ("KN 5-gram: d=1 91%  d=3 68%  d=9+ 64%", False),
 ])
 def test_a_bar_below_100_percent_is_recognised(text, stuck):
     m = student.STUCK_BAR.search(text)
