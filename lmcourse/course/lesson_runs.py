@@ -120,3 +120,4 @@ def _softmax_d32(scale: str) -> list:
 
 
 from . import dyneval_runs  # noqa: E402,F401  lesson 08's stored passes register themselves
+from . import lesson_runs_0304  # noqa: E402,F401  lessons 02b (the shared word LSTM), 03 and 04

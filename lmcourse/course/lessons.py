@@ -170,8 +170,9 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
 
 
 def with_runs(paths: Sequence[Path]) -> list[Path]:
-    """The lessons among ``paths`` that store runs (their code calls ``train_or_load``)."""
-    return [p for p in paths if "train_or_load(" in Path(p).read_text(encoding="utf-8")]
+    """The lessons among ``paths`` that store runs (their code calls ``train_or_load`` or ``compute_or_load``)."""
+    return [p for p in paths if any(call in Path(p).read_text(encoding="utf-8")
+                                    for call in ("train_or_load(", "compute_or_load("))]
 
 
 def regenerate_runs(paths: Sequence[Path]) -> dict:

@@ -92,6 +92,20 @@ def load(name: str, key: str, vocab):
     return None
 
 
+# Runs whose name does not start with their lesson: the shared word LSTM kept the name it had before
+# lessons named their runs, since lessons 07-09 load it by that name and lesson 08's stored passes
+# carry it in their keys. Lesson 02b trains it.
+OWNERS = {"word-lstm": "02b", "word-lstm-gpu": "02b"}
+
+
+def lesson_of(name: str) -> str:
+    """The lesson that trains the run ``name``: "06-mos" -> "06", "02b-char-lstm" -> "02b", "word-lstm" -> "02b"."""
+    if name in OWNERS:
+        return OWNERS[name]
+    lesson = re.match(r"\d\d[a-z]?(?=-)", name)
+    return lesson[0] if lesson else ""
+
+
 def store(name: str, key: str, settings: dict, model, vocab, rows: list, corpus: str) -> Path:
     """Write a finished run in half precision and enter it in the manifest (replacing one of the same key)."""
     where = folder()
@@ -100,8 +114,7 @@ def store(name: str, key: str, settings: dict, model, vocab, rows: list, corpus:
     half = copy.deepcopy(model).cpu().half()
     path = save_checkpoint(where / entry_file, half, vocab, rows, {"run": name, "settings": settings,
                                                                    "complete": True, "precision": "float16"})
-    lesson = re.match(r"\d\d[a-z]?(?=-)", name)  # "06-mos" -> "06", "02b-char-lstm" -> "02b"
-    entry = {"file": entry_file, "lesson": lesson[0] if lesson else "", "name": name, "key": key,
+    entry = {"file": entry_file, "lesson": lesson_of(name), "name": name, "key": key,
              "settings": json.loads(json.dumps(settings, default=str)), "scale": config.SCALE,
              "dataset": str(config.DATASET), "corpus": corpus, "epochs": len(rows), "bytes": path.stat().st_size,
              "sha256": sha256(path), "saved_at": time.time()}

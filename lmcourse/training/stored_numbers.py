@@ -81,7 +81,7 @@ def _to_reference(name: str, key: str, settings: dict, numbers: dict, corpus: st
     where = reference.folder()
     file = f"{name}-{key}.pt"
     path = _write(where / file, numbers)
-    entry = {"file": file, "kind": "numbers", "lesson": name[:2] if name[:2].isdigit() else "", "name": name,
+    entry = {"file": file, "kind": "numbers", "lesson": reference.lesson_of(name), "name": name,
              "key": key, "settings": json.loads(json.dumps(settings, default=str)), "scale": config.SCALE,
              "dataset": str(config.DATASET), "corpus": corpus, "epochs": 0, "bytes": path.stat().st_size,
              "sha256": reference.sha256(path), "saved_at": time.time()}

@@ -1,0 +1,60 @@
+"""The stored runs of lessons 02b (the shared word LSTM), 03 and 04: declared once, shared, owned by their lesson."""
+import pytest
+
+from lmcourse import config
+from lmcourse.course import dyneval_runs, lesson_runs
+from lmcourse.course import lesson_runs_0304 as declared
+from lmcourse.training import reference_runs as reference
+from lmcourse.training import stored_numbers
+
+
+@pytest.mark.parametrize("scale", config.SCALES)
+def test_the_declarations_are_built_from_the_lessons_knobs(scale):
+    k3, k4 = declared.knobs("03", scale), declared.knobs("04", scale)
+    dropout = declared.dropout_runs(k3)
+    assert lesson_runs.settings("03-dropout", scale) == list(dropout.values())
+    assert len(dropout) == 6 * len(k3["SEEDS"])
+    assert all(s["eval_tokens"] == (k3["EVAL_TOKENS"] if name == k3["TABLE_VARIANT"] else None)
+               for (name, _), s in dropout.items())
+    tying = declared.tying_runs(k4)
+    whole, measured = lesson_runs.settings("04-tying", scale), lesson_runs.settings("04-tying-measured", scale)
+    assert whole == [tying[tie, k4["SEEDS"][0]] for tie in (False, True)]
+    assert measured == [tying[tie, s] for s in k4["SEEDS"][1:] for tie in (False, True)]
+
+
+def test_a_changed_knob_gives_other_settings():
+    k = declared.knobs("03", "cpu")
+    before = declared.dropout_runs(k)
+    after = declared.dropout_runs(dict(k, EPOCHS=k["EPOCHS"] + 1))
+    assert before.keys() == after.keys() and all(before[key] != after[key] for key in before)
+
+
+@pytest.mark.parametrize("scale", ["cpu", "gpu"])
+def test_lesson_08_uses_the_declared_word_lstm(scale):
+    """Lesson 08's stored passes carry the word LSTM's name and settings in their keys: the same as 02b's."""
+    model = dict(dyneval_runs.MODELS[scale])
+    name = model.pop("name")
+    assert (name, model) == declared.word_lstm(scale)
+    assert lesson_runs.settings(name, scale) == [model]
+
+
+def test_the_word_lstm_belongs_to_lesson_02b(monkeypatch, tmp_path):
+    assert reference.lesson_of("word-lstm") == reference.lesson_of("word-lstm-gpu") == "02b"
+    assert reference.lesson_of("03-dropout") == "03" and reference.lesson_of("02b-char-lstm") == "02b"
+    assert reference.lesson_of("nothing") == ""
+    # a stored measurement of a lettered lesson is its own too
+    monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(reference.FOLDER_ENV, str(tmp_path / "reference"))
+    monkeypatch.setenv(reference.STORE_ENV, "1")
+    monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
+    monkeypatch.setattr(config, "SCALE", "cpu")
+    from lmcourse.vocab import Vocab
+    stored_numbers.compute_or_load("02b-demo", {"s": 1}, lambda: {"x": 1.0}, Vocab(["<eos>", "a"]))
+    assert [r["lesson"] for r in reference.read_manifest()] == ["02b"]
+
+
+def test_make_runs_picks_the_lessons_that_store_measurements_only(tmp_path):
+    from lmcourse.course import lessons
+    (tmp_path / "01_a.ipynb").write_text('{"cells": [{"source": "print(1)"}]}')
+    (tmp_path / "03_c.ipynb").write_text('{"cells": [{"source": "out = compute_or_load(NAME, S, f, v)"}]}')
+    assert [p.name for p in lessons.with_runs(lessons.lessons(folder=tmp_path))] == ["03_c.ipynb"]
