@@ -16,7 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["ngram", "lstm", "weightdrop", "trainer", "dyneval", "dyneval_memory", "cache", "mos", "memory",
-           "rank_regime"]
+           "rank_regime", "ladder"]
 
 
 def main(argv: list[str]) -> int:

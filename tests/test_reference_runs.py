@@ -62,6 +62,24 @@ def test_a_stored_reference_run_is_loaded_first_in_half_precision(monkeypatch, t
     assert torch.allclose(_logits(trained.model), _logits(loaded.model), atol=2e-3)  # fp16 rounding of weights
 
 
+def test_storing_copies_a_finished_run_of_the_users_cache(monkeypatch, tmp_path, capsys):
+    _setup(monkeypatch, tmp_path, store=False)
+    calls = []
+    trained = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB)
+    assert reference.read_manifest() == []
+    monkeypatch.setenv(reference.STORE_ENV, "1")  # `make runs` reading what the user already trained
+    loaded = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB)
+    assert calls == [0] and loaded.loaded
+    entry, = reference.read_manifest()
+    assert entry["name"] == "09-demo" and entry["lesson"] == "09" and entry["epochs"] == 2
+    monkeypatch.setenv(reference.STORE_ENV, "0")
+    for path in (tmp_path / "cache").rglob("*.pt"):
+        path.unlink()
+    again = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB)
+    assert calls == [0] and "stored reference run '09-demo'" in capsys.readouterr().out
+    assert torch.allclose(_logits(again.model), _logits(trained.model), atol=2e-3)
+
+
 def test_the_reference_run_comes_before_the_users_own(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
     committed = stored_runs.train_or_load("07-order", {}, _trainer([], seed=1), VOCAB)

@@ -64,7 +64,8 @@ class CacheInputs:
 
     def ppl(self) -> float:
         """The model's own perplexity on the stream."""
-        return math.exp(-float(self.log_p.double().mean()))
+        nll = -float(self.log_p.double().mean())
+        return math.exp(nll) if nll < 709.0 else math.inf  # a diverged stream: infinite, not an error
 
 
 def _bar(total: int, desc: str, progress: Optional[bool]):

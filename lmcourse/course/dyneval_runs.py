@@ -38,7 +38,7 @@ PLANS = {
                lrs=dict(sgd=[0.1], rms=[1e-5, 1e-4]), decays=dict(sgd=[0.0], rms=[0.0, 1e-2]), segments=[5, 20],
                cache_thetas=[0.3], cache_lams=[0.1]),
     "cpu": dict(_SHARED, tune=20_000, slices=3, split_tokens=30_000, segment_tokens=1_000, reset_tokens=4_000,
-                lrs=dict(sgd=[0.05, 0.1], rms=[1.5e-5, 3e-5]), decays=dict(sgd=[0.0, 3e-3], rms=[0.0, 3e-3]),
+                lrs=dict(sgd=[0.02, 0.05, 0.1], rms=[1.5e-5, 3e-5, 6e-5]), decays=dict(sgd=[0.0, 3e-3], rms=[0.0, 3e-3]),
                 segments=[2, 5, 20, 50], cache_thetas=[0.3, 1.0, 1.5, 2.0], cache_lams=[0.02, 0.05, 0.1]),
     "gpu": dict(_SHARED, stats_tokens=None, tune=30_000, slices=4, split_tokens=None, segment_tokens=30_000,
                 reset_tokens=60_000, lrs=dict(sgd=[0.03, 0.1, 0.3, 1.0], rms=[3e-5, 5e-5, 7e-5, 1e-4]),

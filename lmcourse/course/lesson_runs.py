@@ -73,12 +73,13 @@ def problems(runs: Optional[list] = None, fingerprints: Optional[dict] = None, b
                          f"longer uses: {redo}.")
         dataset = (entry.get("settings") or {}).get("corpus") or entry.get("dataset", config.EMBEDDED)
         level = LEVELS.get(name, "word")
-        read = dataset if level == "word" else (dataset, level)
+        read = _canonical(dataset) if isinstance(dataset, dict) else dataset if level == "word" else (dataset, level)
         if read not in fingerprints:
             fingerprints[read] = _fingerprint(dataset, level)
         if entry.get("corpus") != fingerprints[read]:
+            shown = f"{name}'s variant of the embedded" if isinstance(dataset, dict) else dataset
             found.append(f"The reference run {entry.get('file')} was trained on another version of the "
-                         f"{dataset} corpus: {redo}.")
+                         f"{shown} corpus: {redo}.")
     size = reference.total_bytes(where)
     if size > budget:
         found.append(f"The reference runs take {size / 1e6:.1f} MB, over the course's budget of {budget / 1e6:.0f} MB: "
@@ -86,10 +87,17 @@ def problems(runs: Optional[list] = None, fingerprints: Optional[dict] = None, b
     return found
 
 
-def _fingerprint(dataset: str, level: str = "word") -> str:
+def _fingerprint(dataset, level: str = "word") -> str:
+    """The corpus fingerprint of a dataset name, or of a variant of the embedded corpus given as the
+    fields of its :class:`~lmcourse.corpora.grammar.Params` (a run whose settings carry ``corpus={...}``)."""
     from ..corpora.data import load_corpus
     from ..training.stored_runs import corpus_fingerprint
 
+    if isinstance(dataset, dict):
+        from ..corpora import embedded
+        from ..corpora.grammar import Params
+
+        dataset = embedded.ensure(params=Params(**dataset))
     return corpus_fingerprint(load_corpus(dataset, level=level).vocab)
 
 
@@ -117,6 +125,25 @@ def _softmax_d32(scale: str) -> list:
                      lr=20.0, clip=0.25, seed=0, train_tokens=30_000, valid_tokens=5_000)]
     return [dict(emb_size=32, hidden_size=256, num_layers=2, tie=True, epochs=1, batch_size=64, bptt=35,
                  lr=20.0, clip=0.25, seed=0, train_tokens=None, valid_tokens=None)]
+
+
+@declare("09-ladder")
+def _ladder(scale: str) -> list:
+    """Lesson 09's trained rungs (:mod:`lmcourse.course.ladder`): five rungs times three seeds, each on the
+    ladder's own variant of the embedded corpus (its ``Params`` fields in the settings' ``corpus``)."""
+    from . import ladder
+
+    shared = ladder.shared_settings(scale)
+    return [ladder.rung_settings(rung, seed, shared) for rung in ladder.TRAINED for seed in ladder.SEEDS]
+
+
+@declare("09-wrappers")
+def _ladder_wrappers(scale: str) -> list:
+    """Lesson 09's test-time rungs (cache, dynamic evaluation, both) over each seed's MoS rung, stored numbers."""
+    from . import ladder
+
+    shared = ladder.shared_settings(scale)
+    return [ladder.wrapper_settings(seed, shared) for seed in ladder.SEEDS]
 
 
 from . import dyneval_runs  # noqa: E402,F401  lesson 08's stored passes register themselves

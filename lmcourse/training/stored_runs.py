@@ -87,7 +87,9 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
     """Load the finished run ``name`` trained with ``settings``, or train it with ``train_fn`` and store it.
 
     The order: the committed reference run, then the user's cache, then training. ``reference_run=False``
-    keeps the run out of ``reference_runs/`` (a run short enough to train on a fresh clone)."""
+    keeps the run out of ``reference_runs/`` (a run short enough to train on a fresh clone). While
+    ``LMCOURSE_STORE_REFERENCE=1``, a finished run, trained now or read from the user's cache, is also
+    written to ``reference_runs/``."""
     path = run_path(name, settings, vocab)
     key = _key(name, settings, vocab)
     if _wanted(retrain):
@@ -109,6 +111,8 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(extra.get("saved_at", path.stat().st_mtime)))
             print(f"Loaded the finished run '{name}' trained on {when} ({len(info['history'])} epochs) from "
                   f"{path}. Set RETRAIN = True, or LMCOURSE_RETRAIN=1, to train it again.")
+            if reference_run and reference.storing():  # `make runs` may reuse what the user trained
+                reference.store(name, key, settings, model, vocab, info["history"], corpus_fingerprint(vocab))
             return CachedRun(model, info["history"], True, path)
     model, history = train_fn()
     rows = list(getattr(history, "rows", history) or [])

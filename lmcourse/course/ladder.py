@@ -1,0 +1,240 @@
+r"""Lesson 09's ladder: one corpus variant, one set of sizes, each rung adding one idea.
+
+The regime (measured in ``benchmarks/bench_ladder.py``, figures in ``benchmarks/README.md``) is
+chosen so that each idea has the problem it solves:
+
+- **overfitting** (dropouts and tying pay): a few tens of thousands of training tokens, many epochs;
+- **a plateau** (NT-ASGD's average pays): SGD at a constant rate, which stalls on validation text;
+- **a binding rank** (MoS pays): every rung's head has dimension :math:`d` (``head_size``), and the
+  key-value lookups of the corpus need a log-probability matrix of rank ``n_keys`` > :math:`d + 1`;
+- **recurring rare words** (the cache pays): names drawn per document, with a small CRP concentration,
+  so that a document repeats its own names;
+- **drift** (dynamic evaluation pays): documents with strong topics.
+
+A rung is one dict of settings (:func:`rung_settings`); the lesson trains it through
+:func:`train_rung`, which stores it as the reference run ``09-ladder`` (``make runs LESSONS=09``).
+The wrappers (:func:`wrappers`) train nothing: the cache and dynamic evaluation are tuned on the
+seed's validation text and scored on its test text.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Optional
+
+import torch
+
+from ..adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
+from ..adapt.dyneval import DynamicEval, gradient_stats
+from ..config import seed_everything
+from ..corpora.grammar import Params
+from ..networks.models import LMConfig, RNNLM
+from ..training.callbacks import LivePlot
+from ..training.stored_runs import train_or_load
+from ..training.trainer import Trainer, TrainConfig
+
+__all__ = ["SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
+           "rung_settings", "wrapper_settings", "train_rung", "wrappers", "run_ladder"]
+
+SEEDS = (0, 1, 2)
+AWD_PTB_DROPOUTS = dict(dropout=0.4, dropouth=0.25, dropouti=0.4, dropoute=0.1, wdrop=0.5)  # Merity et al. 2018
+AWD_TRAINING = dict(optimizer="ntasgd", variable_bptt=True, alpha=2.0, beta=1.0, weight_decay=1.2e-6)  # the same
+TRAINED = ("LSTM", "+ dropouts", "+ tying", "AWD recipe", "MoS")
+RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation", "all together")
+
+# The corpus variant's knobs (the rest are the embedded corpus's defaults); see the module docstring.
+VARIANT = dict(n_nouns=100, n_verbs=40, n_adjs=60, n_advs=20, n_names=1000, name_alpha=0.3, n_keys=100,
+               n_values=100, lookup_rate=0.4, topic_boost=30.0, off_topic=0.02, doc_sentences=40.0, phrase_rate=0.0)
+SPLITS = {"ci": (4_000, 1_000, 1_000), "cpu": (40_000, 10_000, 10_000), "gpu": (200_000, 20_000, 20_000)}
+
+# What every rung shares, by scale: sizes (emb = d, the head's dimension; hidden), training, wrappers' grids.
+SHARED = {
+    "ci": dict(emb=8, hidden=16, d=8, epochs=2, lr=20.0, batch=10, bptt=35, clip=0.25, dropout_scale=0.5,
+               nonmono=1, experts=2, dropoutl=0.1, latent="tanh"),
+    "cpu": dict(emb=64, hidden=64, d=64, epochs=20, lr=20.0, batch=10, bptt=35, clip=0.25, dropout_scale=0.5,
+                nonmono=2, experts=3, dropoutl=0.145, latent="tanh"),
+    "gpu": dict(emb=128, hidden=256, d=128, epochs=40, lr=20.0, batch=20, bptt=35, clip=0.25, dropout_scale=0.5,
+                nonmono=3, experts=5, dropoutl=0.145, latent="tanh"),
+}
+CACHE_GRID = dict(thetas=[0.3, 1.0, 3.0, 10.0, 30.0, 100.0], lams=[0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=1000)
+DYN_GRID = dict(lrs=[3e-5, 1e-4, 3e-4], decays=[1e-3, 1e-2], eps=2e-5, bptt=5, tune_tokens=4_000)
+
+
+def ladder_params(scale: str, **changes) -> Params:
+    """The corpus variant of the ladder at ``scale`` (:class:`lmcourse.corpora.grammar.Params`)."""
+    train, valid, test = SPLITS[scale]
+    return Params(**{**VARIANT, "train_tokens": train, "valid_tokens": valid, "test_tokens": test, **changes})
+
+
+def ladder_corpus(params: Params):
+    """The ladder's corpus for ``params`` (generated into the cache folder on first use, in seconds)."""
+    from ..corpora import embedded
+    from ..corpora.data import load_corpus
+
+    return load_corpus(embedded.ensure(params=params))
+
+
+def shared_settings(scale: str, **changes) -> dict:
+    """What all rungs share at ``scale``: sizes, training, and the corpus variant (as a dict)."""
+    shared = dict(SHARED[scale])
+    corpus_changes = {k: v for k, v in changes.items() if k in Params.__dataclass_fields__}
+    shared.update({k: v for k, v in changes.items() if k not in corpus_changes})
+    shared["corpus"] = asdict(ladder_params(scale, **corpus_changes))
+    return shared
+
+
+def rung_settings(rung: str, seed: int, shared: dict) -> dict:
+    """The full settings of one trained rung: each rung is the one before plus its idea."""
+    drop = {k: round(p * shared["dropout_scale"], 6) for k, p in AWD_PTB_DROPOUTS.items()}
+    model = dict(tie=False)
+    train: dict = {}
+    if rung != "LSTM":
+        model.update(drop)
+    if rung in ("+ tying", "AWD recipe", "MoS"):
+        model["tie"] = True
+    if rung in ("AWD recipe", "MoS"):
+        train = dict(AWD_TRAINING, nonmono=shared["nonmono"])
+    if rung == "MoS":
+        model.update(head="mos", n_experts=shared["experts"], dropoutl=shared["dropoutl"], mos_latent=shared["latent"])
+    if rung not in TRAINED:
+        raise ValueError(f"{rung!r} is not a trained rung of the ladder: pick one of {', '.join(TRAINED)}.")
+    return dict(shared, rung=rung, model=model, train=train, seed=seed)
+
+
+def wrapper_settings(seed: int, shared: dict) -> dict:
+    """What decides the wrappers' numbers for one seed: its MoS rung and the grids they are tuned over."""
+    return dict(rung_settings("MoS", seed, shared), wrappers=dict(cache=CACHE_GRID, dyneval=DYN_GRID))
+
+
+def model_config(settings: dict, vocab_size: int) -> LMConfig:
+    """The rung's network: ``layers`` LSTM layers of ``hidden`` units, the last one of ``d`` units (the
+    head's dimension; with one layer, a linear map to ``d`` when ``d`` differs from ``hidden``)."""
+    s = settings
+    layers = s.get("layers", 1)
+    if layers > 1:
+        sizes = dict(num_layers=layers, hidden_size=s["hidden"], last_size=s["d"])
+    else:
+        sizes = dict(num_layers=1, hidden_size=s["hidden"], head_size=None if s["d"] == s["hidden"] else s["d"])
+    return LMConfig(vocab_size=vocab_size, emb_size=s["emb"], **sizes, **s["model"])
+
+
+def train_config(settings: dict, **shown) -> TrainConfig:
+    s = settings
+    return TrainConfig(**{**dict(epochs=s["epochs"], lr=s["lr"], batch_size=s["batch"], bptt=s["bptt"],
+                                 clip=s["clip"], seed=s["seed"], lr_decay=1.0), **s["train"], **shown})
+
+
+def train_rung(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
+               plot: bool = True, progress: Optional[bool] = None, store: bool = True):
+    """Train one rung (or load it: the committed reference run, then the user's cache); a CachedRun."""
+    def fit():
+        seed_everything(settings["seed"])
+        lm = RNNLM(model_config(settings, len(corpus.vocab)))
+        lm.vocab = corpus.vocab
+        config = train_config(settings, progress=progress, live_plot=plot)
+        callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
+        return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
+
+    if not store:
+        model, history = fit()
+        return model, list(getattr(history, "rows", history))
+    run = train_or_load("09-ladder", settings, fit, corpus.vocab, retrain=retrain)
+    run.model.vocab = corpus.vocab
+    return run
+
+
+def averaging_epoch(history) -> Optional[int]:
+    """The first epoch trained with averaged SGD (NT-ASGD fired at the end of the epoch before), or None."""
+    return next((row["epoch"] for row in history if row.get("optimizer") == "asgd"), None)
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else math.inf
+
+
+def best_cache(inputs, progress: Optional[bool] = False) -> dict:
+    """The best linear cache on ``inputs`` (validation text): theta and lam over :data:`CACHE_GRID`."""
+    g = CACHE_GRID
+    theta, lam, ppl = cache_grid(inputs, g["thetas"], lams=g["lams"], window=g["window"], progress=progress).best
+    return dict(theta=theta, lam=lam, window=g["window"], ppl=_finite(ppl))
+
+
+def cached(inputs, best: dict) -> torch.Tensor:
+    """Per-token log-probabilities of ``inputs`` with the cache ``best`` (from :func:`best_cache`)."""
+    return cache_scores(inputs, best["theta"], best["window"], lam=best["lam"])
+
+
+def _ppl(logp: torch.Tensor) -> float:
+    nll = -float(logp.double().mean())
+    return math.exp(nll) if nll < 709.0 else math.inf
+
+
+def wrappers(model, corpus, train_tokens=None, progress: Optional[bool] = False) -> dict:
+    """The three test-time rungs over ``model``, tuned on validation text: their perplexities, their
+    settings, and the log-probability of every test token under each (and under ``model`` alone)."""
+    static = {split: collect(model, getattr(corpus, split), progress=progress) for split in ("valid", "test")}
+    best = best_cache(static["valid"], progress)
+    log_p = {"MoS": static["test"].log_p.float(), "+ cache": cached(static["test"], best).float()}
+    out = {"+ cache": {s: _ppl(cached(static[s], best)) for s in static}}
+    notes = {"+ cache": best}
+    d = DYN_GRID
+    stats = gradient_stats(model, corpus.train if train_tokens is None else corpus.train[:train_tokens],
+                           batch_size=100, bptt=d["bptt"])
+    tune = corpus.valid[:d["tune_tokens"]]
+    alone, joint = {}, {}  # (lr, decay) -> validation perplexity: dynamic evaluation alone; with its best cache
+    for lr in d["lrs"]:
+        for decay in d["decays"]:
+            rule = DynamicEval(model, "rms", lr=lr, decay=decay, eps=d["eps"], bptt=d["bptt"], stats=stats)
+            seen = collect(rule, tune, progress=progress)
+            alone[lr, decay] = seen.ppl()
+            joint[lr, decay] = best_cache(seen, progress)
+    lr, decay = min(alone, key=lambda k: _finite(alone[k]))
+    out["+ dynamic evaluation"], adapted = _adapted(model, corpus, lr, decay, stats, progress)
+    adapted_alone = adapted
+    notes["+ dynamic evaluation"] = dict(lr=lr, decay=decay, bptt=d["bptt"])
+    lr2, decay2 = min(joint, key=lambda k: _finite(joint[k]["ppl"]))  # all together is tuned as a whole
+    if (lr2, decay2) != (lr, decay):
+        _, adapted = _adapted(model, corpus, lr2, decay2, stats, progress)
+    log_p["+ dynamic evaluation"] = adapted_alone["test"].log_p.float()
+    out["all together"] = {s: _ppl(cached(adapted[s], joint[lr2, decay2])) for s in adapted}
+    log_p["all together"] = cached(adapted["test"], joint[lr2, decay2]).float()
+    notes["all together"] = dict(lr=lr2, decay=decay2, bptt=d["bptt"], cache=joint[lr2, decay2])
+    return {"ppl": out, "notes": notes, "log_p": log_p}  # log_p: per test token, for each test-time rung
+
+
+def _adapted(model, corpus, lr, decay, stats, progress):
+    d = DYN_GRID
+    rule = DynamicEval(model, "rms", lr=lr, decay=decay, eps=d["eps"], bptt=d["bptt"], stats=stats)
+    adapted = {split: collect(rule, getattr(corpus, split), progress=progress) for split in ("valid", "test")}
+    return {s: adapted[s].ppl() for s in adapted}, adapted
+
+
+def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, progress: Optional[bool] = False,
+               store: bool = False) -> dict:
+    """Every rung for one seed (the benchmark's path; the lesson trains rung by rung on screen)."""
+    from ..corpora.oracle import Oracle
+    from ..lm import perplexity
+    from ..ngram.model import NGramLM
+
+    shared = shared_settings(scale, **(changes or {}))
+    params = Params(**shared["corpus"])
+    corpus = ladder_corpus(params)
+    oracle = Oracle(corpus.vocab, params)
+    floor = {s: perplexity(oracle, getattr(corpus, s)) for s in ("valid", "test")}
+    kn5 = NGramLM(corpus.vocab, order=5, smoothing="mkn", mode="stream").fit(corpus.train)
+    ladder = {"KN5": {s: perplexity(kn5, getattr(corpus, s)) for s in ("valid", "test")}}
+    switch, model = None, None
+    for rung in TRAINED:
+        settings = rung_settings(rung, seed, shared)
+        if store:
+            run = train_rung(settings, corpus, plot=False, progress=progress)
+            model, history = run.model, run.history
+        else:
+            model, history = train_rung(settings, corpus, plot=False, progress=progress, store=False)
+        model.eval()
+        ladder[rung] = {s: perplexity(model, getattr(corpus, s)) for s in ("valid", "test")}
+        if rung == "AWD recipe":
+            switch = averaging_epoch(history)
+    wrapped = wrappers(model, corpus, progress=progress)
+    ladder.update(wrapped["ppl"])
+    return {"ladder": ladder, "notes": wrapped["notes"], "switch": switch, "floor": floor}

@@ -1,0 +1,99 @@
+"""Lesson 09's ladder: each rung is the rung below plus its idea, the declared runs are the lesson's,
+and the wrappers' tuning picks what it measures best."""
+import math
+
+import pytest
+import torch
+
+from lmcourse.adapt.cache_tuning import CacheInputs, grid_search
+from lmcourse.course import ladder, lesson_runs
+
+
+@pytest.mark.parametrize("scale", ["ci", "cpu", "gpu"])
+def test_each_rung_adds_one_idea_to_the_rung_below(scale):
+    shared = ladder.shared_settings(scale)
+    s = {r: ladder.rung_settings(r, 0, shared) for r in ladder.TRAINED}
+    drop = {k for k in ladder.AWD_PTB_DROPOUTS}
+    assert s["LSTM"]["model"] == {"tie": False} and s["LSTM"]["train"] == {}
+    assert set(s["+ dropouts"]["model"]) - set(s["LSTM"]["model"]) == drop
+    assert all(s["+ dropouts"]["model"][k] == pytest.approx(p * shared["dropout_scale"])
+               for k, p in ladder.AWD_PTB_DROPOUTS.items())
+    assert {k: v for k, v in s["+ tying"]["model"].items() if s["+ dropouts"]["model"].get(k) != v} == {"tie": True}
+    assert s["AWD recipe"]["model"] == s["+ tying"]["model"] and s["+ tying"]["train"] == {}
+    assert s["AWD recipe"]["train"]["optimizer"] == "ntasgd" and s["AWD recipe"]["train"]["variable_bptt"]
+    added = {k: v for k, v in s["MoS"]["model"].items() if s["AWD recipe"]["model"].get(k) != v}
+    assert added["head"] == "mos" and set(added) == {"head", "n_experts", "dropoutl", "mos_latent"}
+    assert s["MoS"]["train"] == s["AWD recipe"]["train"]
+    # nothing else differs: sizes, epochs, data, seed
+    rest = lambda d: {k: v for k, v in d.items() if k not in ("rung", "model", "train")}  # noqa: E731
+    assert all(rest(s[r]) == rest(s["LSTM"]) for r in ladder.TRAINED)
+
+
+def test_an_unknown_rung_is_refused_in_one_sentence():
+    with pytest.raises(ValueError, match="not a trained rung.*pick one of LSTM"):
+        ladder.rung_settings("+ cache", 0, ladder.shared_settings("ci"))
+
+
+def test_changes_reach_the_corpus_or_the_shared_settings():
+    shared = ladder.shared_settings("cpu", n_names=123, epochs=7)
+    assert shared["corpus"]["n_names"] == 123 and shared["epochs"] == 7
+    assert "n_names" not in shared
+
+
+def test_the_declared_runs_are_the_lessons_settings():
+    for scale in ("ci", "cpu"):
+        declared = lesson_runs.settings("09-ladder", scale)
+        shared = ladder.shared_settings(scale)
+        assert len(declared) == len(ladder.TRAINED) * len(ladder.SEEDS)
+        assert declared[0] == ladder.rung_settings(ladder.TRAINED[0], ladder.SEEDS[0], shared)
+        wrappers = lesson_runs.settings("09-wrappers", scale)
+        assert [w["seed"] for w in wrappers] == list(ladder.SEEDS)
+        assert all(w["rung"] == "MoS" and "wrappers" in w for w in wrappers)
+
+
+def test_the_variant_corpus_is_fingerprinted_from_its_params(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path))
+    corpus = ladder.shared_settings("ci")["corpus"]
+    from lmcourse.corpora.grammar import Params
+    from lmcourse.training.stored_runs import corpus_fingerprint
+    expected = corpus_fingerprint(ladder.ladder_corpus(Params(**corpus)).vocab)
+    assert lesson_runs._fingerprint(corpus) == expected
+    assert lesson_runs._fingerprint(dict(corpus, n_names=corpus["n_names"] + 1)) != expected
+
+
+def _inputs(T=60, H=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    targets = torch.randint(0, 5, (T,), generator=g)
+    hidden = torch.randn(T, H, generator=g, dtype=torch.float64)
+    logits = torch.randn(T, 5, generator=g, dtype=torch.float64)
+    log_z = torch.logsumexp(logits, 1)
+    z = logits.gather(1, targets.view(-1, 1)).squeeze(1)
+    return CacheInputs(targets, hidden, z - log_z, z, log_z)
+
+
+def test_the_best_cache_is_the_lowest_of_the_grid_and_scores_as_it_says():
+    inputs = _inputs()
+    best = ladder.best_cache(inputs)
+    g = ladder.CACHE_GRID
+    grid = grid_search(inputs, g["thetas"], lams=g["lams"], window=g["window"])
+    assert best["ppl"] == pytest.approx(float(grid.ppl.min()))
+    assert (best["theta"], best["lam"]) == grid.best[:2]
+    again = math.exp(-float(ladder.cached(inputs, best).mean()))
+    assert again == pytest.approx(best["ppl"], rel=1e-9)
+
+
+def test_a_diverged_stream_has_infinite_perplexity_not_an_error():
+    inputs = _inputs()
+    inputs.log_p[:] = -1e6
+    assert inputs.ppl() == math.inf
+    assert ladder._ppl(inputs.log_p) == math.inf
+
+
+def test_the_ladder_runs_end_to_end_at_ci(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path))
+    torch.set_num_threads(1)
+    out = ladder.run_ladder(0, scale="ci")
+    assert list(out["ladder"]) == list(ladder.RUNGS)
+    assert all(math.isfinite(out["ladder"][r]["valid"]) for r in ladder.RUNGS)
+    assert out["floor"]["test"] < out["ladder"]["KN5"]["test"]
+    assert set(out["notes"]) == {"+ cache", "+ dynamic evaluation", "all together"}
