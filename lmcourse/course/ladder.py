@@ -56,8 +56,8 @@ SHARED = {
     "gpu": dict(emb=128, hidden=256, d=128, epochs=40, lr=20.0, batch=20, bptt=35, clip=0.25, dropout_scale=0.5,
                 nonmono=3, experts=5, dropoutl=0.145, latent="tanh"),
 }
-CACHE_GRID = dict(thetas=[0.3, 1.0, 3.0, 10.0, 30.0, 100.0], lams=[0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=1000)
-DYN_GRID = dict(lrs=[3e-5, 1e-4, 3e-4], decays=[1e-3, 1e-2], eps=2e-5, bptt=5, tune_tokens=4_000)
+CACHE_GRID = dict(thetas=[0.3, 1.0, 3.0, 10.0, 30.0, 100.0], lams=[0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=1000)
+DYN_GRID = dict(lrs=[1e-5, 3e-5, 1e-4, 3e-4], decays=[0.0, 1e-3, 1e-2], eps=2e-5, bptt=5, tune_tokens=4_000)
 
 
 def ladder_params(scale: str, **changes) -> Params:
