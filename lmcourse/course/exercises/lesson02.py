@@ -30,8 +30,9 @@ def _cifg_inputs(seed: int, B: int = 3, I: int = 4, H: int = 5):
     return r(B, I), r(B, H), r(B, H), r(3 * H, I), r(3 * H, H), r(3 * H)
 
 
-@exercise("02.cifg", hint="compute z = x_t W_ih^T + h_prev W_hh^T + b, split it into three blocks (f, g, o) with "
-                          "chunk(3, dim=1), and use 1 - f_t where the LSTM has i_t.")
+@exercise("02.cifg", hint="start from the LSTM cell you wrote above: how many gates are left once the input gate is "
+                          "tied to the forget gate, so how many blocks does z split into? What plays the input "
+                          "gate's part in c_t?")
 def check_cifg(answer) -> str:
     for seed in (0, 1):
         args = _cifg_inputs(seed)
@@ -96,8 +97,8 @@ def forget_bias_reference() -> float:
     raise AssertionError("no bias on the grid reaches the ratio")
 
 
-@exercise("02.forget-bias", hint="loop over the biases 0, 0.5, ..., 4 with grad_norm_vs_lag('lstm', hidden_size=32, "
-                                 "T=51, seed=0, forget_bias=b) and stop at the first with g[50] >= 1e-3 * g[0].")
+@exercise("02.forget-bias", hint="the gradient-norm curve of the lesson takes the forget bias as an argument; try the "
+                                 "biases in the exercise's order and read the lag-50 norm against the lag-0 one.")
 def check_forget_bias(answer) -> str:
     value = float(answer)
     best = forget_bias_reference()

@@ -23,9 +23,8 @@ def temperature_reference(log_p: torch.Tensor, tau: float) -> torch.Tensor:
     return torch.softmax(log_p.double() / tau, dim=-1)
 
 
-@exercise("02b.temperature", hint="divide the log-probabilities by tau and normalise each row again; subtracting "
-                                  "each row's largest value before exponentiating keeps a small tau finite "
-                                  "(torch.softmax does it for you).")
+@exercise("02b.temperature", hint="a temperature rescales the log-probabilities before they are normalised again: which way "
+                                  "makes a small tau sharpen the distribution? And what keeps exp() finite when tau is tiny?")
 def check_temperature(answer) -> str:
     g = torch.Generator().manual_seed(0)
     log_p = torch.log_softmax(4 * torch.randn(3, 9, generator=g, dtype=torch.float64), dim=-1)  # (3, 9)

@@ -38,8 +38,8 @@ def _fit_cases() -> list[tuple[str, torch.Tensor, int]]:
             ("log_softmax(H W^T + b) built with d = 4, fitted with d = 4", built, 4)]
 
 
-@exercise("05.svd-fit", hint="remove the row and column means, keep the d largest terms of the SVD, and add the "
-                             "column means back as the bias b.")
+@exercise("05.svd-fit", hint="the row shift and the bias are free in a softmax: take out what they can absorb first, "
+                             "then ask which rank-d matrix is closest to what is left (the lesson's spectrum cell).")
 def check_svd_fit(answer) -> str:
     from ...networks.bottleneck import kl_rows, min_softmax_dim, svd_curve
 

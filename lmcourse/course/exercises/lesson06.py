@@ -34,8 +34,8 @@ def _mixture_reference(log_pi: torch.Tensor, logits: torch.Tensor) -> torch.Tens
     return torch.logsumexp(log_pi.unsqueeze(-1) + torch.log_softmax(logits, -1), dim=1)  # (N, V)
 
 
-@exercise("06.mixture", hint="add log pi_k to each expert's log_softmax and take logsumexp over the experts "
-                             "(dim=1); never exponentiate first.")
+@exercise("06.mixture", hint="write p(w) = sum_k pi_k p_k(w) with everything as logs: a product of probabilities is a sum "
+                             "of logs, and torch has a function for the log of a sum of exps.")
 def check_mixture(answer) -> str:
     for what, log_pi, logits in _mixture_cases():
         got = torch.as_tensor(answer(log_pi.clone(), logits.clone())).double()
@@ -124,8 +124,8 @@ def _responsibility_cases():
         yield scale, log_pi, logits, w
 
 
-@exercise("06.responsibility", hint="log r_k = log pi_k + log_softmax(z_k)[w] - log p(w); subtract the logsumexp "
-                                    "over k of the first two terms.")
+@exercise("06.responsibility", hint="Bayes' rule: the responsibility is expert k's share of p(w). Write the share's numerator "
+                                    "and denominator as logs, and normalise over the experts.")
 def check_responsibility(answer) -> str:
     for scale, log_pi, logits, w in _responsibility_cases():
         got = torch.as_tensor(answer(log_pi.clone(), logits.clone(), w.clone())).double()

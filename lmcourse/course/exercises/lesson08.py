@@ -50,8 +50,9 @@ def check_sgd_step(answer) -> str:
     raise Wrong("the new theta differs from theta - lr * g + decay * (theta_0 - theta).")
 
 
-@exercise("08.decay-rates", hint="divide each MS by ONE number, the mean over the tensors of each tensor's "
-                                 "mean MS, then clamp at 1 / decay.")
+@exercise("08.decay-rates", hint="the rates are relative: each tensor's MS is compared with one number shared by all the "
+                                 "tensors: which mean is MS-bar, over what? (the lesson defines it where the rule is "
+                                 "written out); and no rate may pass 1 / decay.")
 def check_decay_rates(answer) -> str:
     ms = [t.abs() for t in _tensors(3)]
     ms[0][0, 0] = 40.0  # one large gradient, so that the clip matters
