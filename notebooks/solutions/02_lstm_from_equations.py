@@ -23,6 +23,7 @@ def survives(b_f):
 
 
 smallest_forget_bias = next(b for b in [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0] if survives(b))
+why_forget_bias = "a"    # f_t starts near 1: the gradient's product of gates shrinks slowly, but forgetting must be learned
 
 
 def _input_gate_is_f(x_t, h_prev, c_prev, W_ih, W_hh, b):      # writes with f_t instead of 1 - f_t
@@ -43,9 +44,11 @@ ANSWERS = {
     "02.cifg": cifg_step,
     "02.batches": batches_prediction,
     "02.forget-bias": smallest_forget_bias,
+    "02.forget-bias-why": why_forget_bias,
 }
 WRONG = {
     "02.cifg": [_input_gate_is_f, _no_tanh],
     "02.batches": [(16, 62, 35), (62, 2, 27), (62, 1, 35)],
     "02.forget-bias": [1.0, 4.0],
+    "02.forget-bias-why": ["b", "c", "d"],
 }

@@ -15,6 +15,7 @@ p_all_three_dropped = 0.1    # one draw decides for the word type, so all occurr
 
 # 03.weight-noise
 noise_ratio = 3.0    # measured above; in theory sqrt(0.9 / 0.1) / sqrt(0.5 / 0.5) = 3
+why_noise_ratio = "a"    # Var(M w h / (1-p)) = p / (1-p) w^2 h^2, and variances of independent terms add
 
 
 def _coordinates(E_weight, words, p):        # standard dropout on the looked-up vectors
@@ -35,9 +36,11 @@ ANSWERS = {
     "03.embedding": my_embedding_dropout,
     "03.word-types": p_all_three_dropped,
     "03.weight-noise": noise_ratio,
+    "03.weight-noise-why": why_noise_ratio,
 }
 WRONG = {
     "03.embedding": [_coordinates, _per_occurrence, _unscaled],
     "03.word-types": [0.001, 0.9, 0.3],
     "03.weight-noise": [1.8, 9.0],
+    "03.weight-noise-why": ["b", "c", "e"],
 }

@@ -14,6 +14,7 @@ rows_prediction = ({1, 3}, {0, 1, 2, 3, 4, 5})   # the lookup touches the words 
 
 # 04.share-limit
 share_limit = 200 / (2 * 200 + 1)    # V E / (V (2E + 1) + LSTM) with E = 200: the decoder bias stays untied
+why_share_limit = "b"    # per word: E + E + 1 (the decoder bias), of which tying removes E
 
 
 def _copy(model):                 # equal numbers, but two Parameters that drift apart
@@ -31,9 +32,11 @@ ANSWERS = {
     "04.tie": tie,
     "04.rows": rows_prediction,
     "04.share-limit": share_limit,
+    "04.share-limit-why": why_share_limit,
 }
 WRONG = {
     "04.tie": [_copy, _clone],
     "04.rows": [({1, 3}, {1, 3, 4}), ({0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5})],
     "04.share-limit": [0.5, 0.46],
+    "04.share-limit-why": ["a", "c", "half"],
 }

@@ -24,6 +24,7 @@ knee_40_values = 39   # 100 x 40 table of rank 40; with its row and column means
 
 # 05.sharpness
 sharpness_prediction = {"sigma": "doubles", "min_dim": 99, "kl_16": "smaller"}
+why_sharpness = "b"    # KL weighs each error by p: a sharp row has few likely values to get right
 
 
 def _svd_of_A(A, d):                       # truncates A itself: not exact where the centred A would be
@@ -55,6 +56,7 @@ ANSWERS = {
     "05.no-bias": min_dim_without_bias,
     "05.knee": knee_40_values,
     "05.sharpness": sharpness_prediction,
+    "05.sharpness-why": why_sharpness,
 }
 WRONG = {
     "05.svd-fit": [_svd_of_A, _no_bias_added, _exact_copy],
@@ -63,4 +65,5 @@ WRONG = {
     "05.sharpness": [{"sigma": "same", "min_dim": 99, "kl_16": "smaller"},
                      {"sigma": "doubles", "min_dim": 100, "kl_16": "smaller"},
                      {"sigma": "doubles", "min_dim": 99, "kl_16": "larger"}],
+    "05.sharpness-why": ["a", "c", "d"],
 }

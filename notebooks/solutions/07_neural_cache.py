@@ -16,6 +16,9 @@ def theta_zero_cache(values, V):
     return counts / len(values)                                # every position weighs 1/n
 
 
+why_theta_zero = "b"    # a unigram cache: mostly frequent words, and 1/n for a name seen once
+
+
 # 07.global
 def global_log_prob(z, h_t, keys, values, theta, alpha, target):
     s = theta * (keys @ h_t) + alpha                           # (n,): log-weight of each stored position
@@ -53,10 +56,12 @@ ANSWERS = {
     "07.theta-zero": theta_zero_cache,
     "07.global": global_log_prob,
     "07.lam-one": lam_one_perplexity,
+    "07.theta-zero-why": why_theta_zero,
 }
 WRONG = {
     "07.p-cache": [_softmax_over_vocab, _uniform_weights],
     "07.theta-zero": [_counts, lambda values, V: torch.full((V,), 1.0 / V, dtype=torch.float64)],
     "07.global": [_no_cache_in_denominator],
     "07.lam-one": [1.0, 1e6, "infinite"],
+    "07.theta-zero-why": ["a", "c", "d"],
 }

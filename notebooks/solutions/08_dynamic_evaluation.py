@@ -19,6 +19,7 @@ twice_prediction = "same"      # every call starts from theta_0 and never writes
 
 # 08.lr-zero
 lr_zero_equals = "static"      # no step, and the decay pulls towards theta_0, where theta already is
+why_lr_zero = "a"    # no step, and the pull towards theta_0 is zero where theta already is
 
 
 def _decay_after_step(theta, g, theta_0, lr, decay):
@@ -46,10 +47,12 @@ ANSWERS = {
     "08.decay-rates": rms_decay_rates,
     "08.twice": twice_prediction,
     "08.lr-zero": lr_zero_equals,
+    "08.lr-zero-why": why_lr_zero,
 }
 WRONG = {
     "08.sgd-step": [_decay_after_step, _in_place, lambda theta, g, theta_0, lr, decay: theta - lr * g],
     "08.decay-rates": [_summed, _unclipped],
     "08.twice": ["lower", "higher"],
     "08.lr-zero": ["dynamic", "oracle"],
+    "08.lr-zero-why": ["b", "c", "static"],
 }

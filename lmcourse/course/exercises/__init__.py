@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Wrong", "Unsolved", "exercise", "check", "get", "is_unsolved"]
+__all__ = ["Wrong", "Unsolved", "exercise", "check", "get", "is_unsolved", "choose"]
 
 
 class Wrong(AssertionError):
@@ -66,6 +66,16 @@ def get(id: str) -> Exercise:
 def is_unsolved(answer) -> bool:
     """True for the stubs a lesson hands out: ``None`` and ``...``."""
     return answer is None or answer is Ellipsis
+
+
+def choose(answer, options: str, right: str, why_not: dict) -> str:
+    """The letter ``answer`` picks among ``options`` ("abc"), if it is ``right``; else Wrong with ``why_not[letter]``."""
+    letter = str(answer).strip().strip("()").lower()
+    if letter not in options or len(letter) != 1:
+        raise Wrong(f"answer one letter: {', '.join(repr(o) for o in options)}, not {answer!r}.")
+    if letter != right:
+        raise Wrong(f"({letter}) is not it: {why_not[letter]}")
+    return letter
 
 
 def strict() -> bool:

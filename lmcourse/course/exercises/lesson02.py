@@ -5,12 +5,13 @@ r"""Lesson 02 exercises: an LSTM cell variant, the shape of the training batches
   gate blocks stacked in the order (f, g, o).
 - ``02.batches``: for a stream of 1,000 tokens, ``batchify`` into 16 columns and windows of 35.
 - ``02.forget-bias``: the smallest forget-gate bias on a grid for which the gradient survives 50 steps.
+- ``02.forget-bias-why``: the reason behind the exercise's answer, one letter of 3.
 """
 from __future__ import annotations
 
 import torch
 
-from . import Wrong, exercise
+from . import Wrong, choose, exercise
 
 STREAM, COLUMNS, BPTT = 1_000, 16, 35  # exercise 02.batches
 LAG, RATIO, BIASES = 50, 1e-3, (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)  # exercise 02.forget-bias
@@ -109,3 +110,20 @@ def check_forget_bias(answer) -> str:
         raise Wrong(f"b_f = {value:g} works, but a smaller bias on the grid already does: find the smallest.")
     return (f"b_f = {best:g} keeps f_t near sigma({best:g}) = {torch.tensor(best).sigmoid():.2f} at the start, "
             "so the product of forget gates shrinks slowly; training can still move it.")
+
+
+# 02.forget-bias-why: the lesson lists 3 reasons; what each wrong one misses
+_WHY_NOT_FORGET_BIAS_WHY = {
+    "b": "the gradient along the cell is multiplied by f_t at each step, and a sigmoid never exceeds 1: "
+         "what does b_f do to that factor?",
+    "c": "b_f is the bias of the forget gate only: which gate multiplies the gradient as it travels back "
+         "along c_t?",
+}
+
+
+@exercise("02.forget-bias-why", hint="write dc_t / dc_{t-1} for the LSTM cell with the input path held fixed: which "
+                                     "gate is it, and what is sigma(b_f) at b_f = 0 and at b_f = 3?")
+def check_forget_bias_why(answer) -> str:
+    choose(answer, "abc", "a", _WHY_NOT_FORGET_BIAS_WHY)
+    return ("f_t near 1 makes dc_t / dc_{t-1} near 1, so the gradient survives; the price is a default of "
+            "remembering, which a unit that should forget quickly has to unlearn.")

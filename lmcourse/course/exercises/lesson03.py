@@ -7,6 +7,7 @@ r"""Lesson 03 exercises: embedding dropout by word type, the chance of losing a 
 - ``03.weight-noise``: with DropConnect at rate :math:`p`, the noise of a pre-activation
   :math:`\sum_k M_{jk} W_{jk} h_k / (1-p)` has standard deviation proportional to
   :math:`\sqrt{p / (1-p)}`, so going from 0.5 to 0.9 multiplies it by 3.
+- ``03.weight-noise-why``: the reason behind the exercise's answer, one letter of 3.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import math
 
 import torch
 
-from . import Wrong, exercise
+from . import Wrong, choose, exercise
 
 P_EMBED, OCCURRENCES = 0.1, 3  # exercise 03.word-types
 P_FROM, P_TO = 0.5, 0.9  # exercise 03.weight-noise
@@ -86,3 +87,20 @@ def check_weight_noise(answer) -> str:
         raise Wrong(f"{value:g} is the ratio of the variances; the question asks for the standard deviations.")
     raise Wrong(f"{value:g} is not the measured ratio: compare the standard deviation of the pre-activations at "
                 f"p = {P_TO} with the one at p = {P_FROM}.")
+
+
+# 03.weight-noise-why: the lesson lists 3 reasons; what each wrong one misses
+_WHY_NOT_WEIGHT_NOISE_WHY = {
+    "b": "the variances of independent terms add, not their standard deviations: which power of p / (1 - "
+         "p) does that leave for the standard deviation?",
+    "c": "the rescaling multiplies each kept weight, its noise included, by 1 / (1 - p), which is 10 at p "
+         "= 0.9: it cannot leave the spread alone.",
+}
+
+
+@exercise("03.weight-noise-why", hint="write the variance of one term M_k w_k h_k / (1 - p) with M_k ~ Bernoulli(1 - "
+                                      "p), then add the terms' variances; the standard deviation is the square root.")
+def check_weight_noise_why(answer) -> str:
+    choose(answer, "abc", "a", _WHY_NOT_WEIGHT_NOISE_WHY)
+    return ("Var = p / (1 - p) * sum w_k^2 h_k^2, so the standard deviation goes from sqrt(1) to sqrt(9): a "
+            "factor 3.")

@@ -7,13 +7,14 @@ r"""Lesson 04 exercises: the tie itself, which rows get a gradient, the most tyi
 - ``04.share-limit``: tying a one-layer model with :math:`E = H` removes :math:`VE` of
   :math:`N = 2VE + V + 4(2E^2 + 2E)` parameters, a share that tends to :math:`E / (2E + 1)` as
   :math:`V` grows.
+- ``04.share-limit-why``: the reason behind the exercise's answer, one letter of 3.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from . import Wrong, exercise
+from . import Wrong, choose, exercise
 
 READ, TARGETS, V_ROWS = [1, 3, 1], [3, 1, 4], 6  # exercise 04.rows
 E_LIMIT = 200  # exercise 04.share-limit
@@ -93,3 +94,20 @@ def check_share_limit(answer) -> str:
     if abs(value - 0.5) < 5e-4:
         raise Wrong("close, but not a half: the decoder keeps its bias, V numbers that tying does not remove.")
     raise Wrong(f"{value:g} is not the limit: as V grows, which terms of the parameter count grow with V?")
+
+
+# 04.share-limit-why: the lesson lists 3 reasons; what each wrong one misses
+_WHY_NOT_SHARE_LIMIT_WHY = {
+    "a": "the LSTM's weights do not grow with V, so their share goes to zero as V grows: what else grows "
+         "with V and is not tied?",
+    "c": "the share tends to a limit below one half however large V gets: count the parameters each word "
+         "of the vocabulary brings, tied and untied.",
+}
+
+
+@exercise("04.share-limit-why", hint="as V grows, only the parameters proportional to V count: how many does each "
+                                     "word bring to the untied model, and how many of them does tying remove?")
+def check_share_limit_why(answer) -> str:
+    choose(answer, "abc", "b", _WHY_NOT_SHARE_LIMIT_WHY)
+    return ("per word the untied model holds an embedding row, a decoder row and a decoder bias, 2E + 1 "
+            "numbers; tying removes E of them, hence E / (2E + 1) = 200 / 401.")

@@ -7,6 +7,7 @@ r"""Lesson 05 exercises: a softmax from the SVD, the softmax without a bias, the
 - ``05.knee``: the dimension at which the fitted KL to a 100 x 40 lookup table reaches zero.
 - ``05.sharpness``: doubling the lookup's sharpness scales the spectrum, keeps the rank, and, for
   peaked rows, makes a small softmax's KL smaller, not larger.
+- ``05.sharpness-why``: the reason behind the exercise's answer, one letter of 3.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from functools import lru_cache
 
 import torch
 
-from . import Wrong, exercise
+from . import Wrong, choose, exercise
 
 KNEE_VALUES = 40              # 05.knee: values in the lookup table
 SHARP_FROM, SHARP_TO, SHARP_D = 2.5, 5.0, 16  # 05.sharpness: the knob moves, the fit's dimension
@@ -146,3 +147,20 @@ def check_sharpness(answer) -> str:
     return (f"the spectrum grows {ref['ratio']:.2f}x, the exact d stays {ref['min_dim']}, and the best d = "
             f"{SHARP_D} fit improves from {a:.3f} to {b:.3f} nats: rank says whether a fit is exact, not how "
             "much an inexact one costs.")
+
+
+# 05.sharpness-why: the lesson lists 3 reasons; what each wrong one misses
+_WHY_NOT_SHARPNESS_WHY = {
+    "a": "doubling the sharpness doubles every singular value alike, so the share the first 16 hold does "
+         "not change: look at what KL weighs each error by.",
+    "c": "the rank of s G is the rank of G, as your second answer says: look at what KL weighs each error "
+         "by.",
+}
+
+
+@exercise("05.sharpness-why", hint="KL(p || q) = sum_v p(v) (log p(v) - log q(v)): which values' errors count, and "
+                                   "how many such values does a sharp row have?")
+def check_sharpness_why(answer) -> str:
+    choose(answer, "abc", "b", _WHY_NOT_SHARPNESS_WHY)
+    return ("the errors that count are those of the likely values, and a sharp row has few of them: a "
+            "16-dimensional softmax can get those right while it gets the unlikely ones wrong.")

@@ -8,6 +8,7 @@ r"""Lesson 07 exercises: the cache's distribution, theta = 0, the global softmax
   :math:`p(w) \propto e^{z_w} + \sum_{i: x_i = w} e^{\theta h_t\cdot h_i + \alpha}`.
 - ``07.lam-one``: with :math:`\lambda = 1` a target absent from the window gets probability 0, so
   the perplexity of any long text is infinite.
+- ``07.theta-zero-why``: the reason behind the exercise's answer, one letter of 3.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import math
 
 import torch
 
-from . import Wrong, exercise
+from . import Wrong, choose, exercise
 
 V, H, N = 9, 5, 12  # a small cache: vocabulary, state size, stored positions
 
@@ -110,3 +111,20 @@ def check_lam_one(answer) -> str:
         raise Wrong(f"{value:g} is finite, but with lam = 1 a target missing from the window has probability 0, "
                     "log 0 = -inf, and one such token makes the mean log-probability -inf.")
     return "with lam = 1 the model is gone: every new word is impossible, so lam must stay below 1."
+
+
+# 07.theta-zero-why: the lesson lists 3 reasons; what each wrong one misses
+_WHY_NOT_THETA_ZERO_WHY = {
+    "a": "the weights are uniform over the stored positions, not over the words: what does that make "
+         "p_cache(w) for a word stored three times?",
+    "c": "the weights are a softmax of the scores, and a softmax of n zeros is not zero: what is each "
+         "weight then?",
+}
+
+
+@exercise("07.theta-zero-why", hint="your theta_zero_cache says what the cache becomes; which words fill the last n "
+                                    "positions, and what share does a name seen once get?")
+def check_theta_zero_why(answer) -> str:
+    choose(answer, "abc", "b", _WHY_NOT_THETA_ZERO_WHY)
+    return ("a unigram cache spreads its mass like the recent words themselves, mostly over words the model "
+            "already predicts; only a sharp theta puts the mass where the context matches.")

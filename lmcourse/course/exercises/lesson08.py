@@ -9,12 +9,13 @@ r"""Lesson 08 exercises: the SGD rule with decay, the RMS decay rates, and what 
   scoring the same text twice gives the same perplexity.
 - ``08.lr-zero``: with :math:`\eta = 0` the weights never leave :math:`\theta_0` (the decay pulls
   towards where they already are), so dynamic evaluation *is* static evaluation.
+- ``08.lr-zero-why``: the reason behind the exercise's answer, one letter of 3.
 """
 from __future__ import annotations
 
 import torch
 
-from . import Wrong, exercise
+from . import Wrong, choose, exercise
 
 
 def _tensors(seed: int, shapes=((4, 3), (5,), (2, 2))) -> list:
@@ -99,3 +100,20 @@ def check_lr_zero(answer) -> str:
         raise Wrong("with lr = 0 there is no gradient step, and the decay pulls theta towards theta_0, where it "
                     "already is: the weights never move.")
     return "the weights stay at theta_0 at every segment, so every prediction is the static model's."
+
+
+# 08.lr-zero-why: the lesson lists 3 reasons; what each wrong one misses
+_WHY_NOT_LR_ZERO_WHY = {
+    "b": "the decay term lambda r (theta_0 - theta) has no eta in it: it would pull even at lr = 0, so "
+         "ask where theta is when it pulls.",
+    "c": "the decay is a pull on the weights themselves, towards theta_0: "
+         "where are the weights when lr = 0?",
+}
+
+
+@exercise("08.lr-zero-why", hint="write one step of the update, theta - eta * step + lambda * r * (theta_0 - theta), "
+                                 "at eta = 0, starting from theta = theta_0.")
+def check_lr_zero_why(answer) -> str:
+    choose(answer, "abc", "a", _WHY_NOT_LR_ZERO_WHY)
+    return ("theta - 0 + lambda r (theta_0 - theta) with theta = theta_0 leaves theta = theta_0 at every "
+            "segment, whatever lambda is.")
