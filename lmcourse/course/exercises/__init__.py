@@ -78,6 +78,17 @@ def choose(answer, options: str, right: str, why_not: dict) -> str:
     return letter
 
 
+def multiple_choice(id: str, right: str, why_not: dict, hint: str, explanation: str) -> Callable[[Any], str]:
+    """Register a question answered by one letter: ``right`` passes with ``explanation``; each wrong letter
+    gets its sentence from ``why_not``, which lists every other option."""
+    options = "".join(sorted({right, *why_not}))
+
+    def checker(answer) -> str:
+        choose(answer, options, right, why_not)
+        return explanation
+    return exercise(id, hint)(checker)
+
+
 def strict() -> bool:
     return os.environ.get("LMCOURSE_EXERCISES", "").lower() == "strict"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from . import Wrong, choose, exercise
+from . import Wrong, exercise, multiple_choice
 
 STREAM, COLUMNS, BPTT = 1_000, 16, 35  # exercise 02.batches
 LAG, RATIO, BIASES = 50, 1e-3, (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)  # exercise 02.forget-bias
@@ -121,9 +121,8 @@ _WHY_NOT_FORGET_BIAS_WHY = {
 }
 
 
-@exercise("02.forget-bias-why", hint="write dc_t / dc_{t-1} for the LSTM cell with the input path held fixed: which "
-                                     "gate is it, and what is sigma(b_f) at b_f = 0 and at b_f = 3?")
-def check_forget_bias_why(answer) -> str:
-    choose(answer, "abc", "a", _WHY_NOT_FORGET_BIAS_WHY)
-    return ("f_t near 1 makes dc_t / dc_{t-1} near 1, so the gradient survives; the price is a default of "
-            "remembering, which a unit that should forget quickly has to unlearn.")
+multiple_choice("02.forget-bias-why", right="a", why_not=_WHY_NOT_FORGET_BIAS_WHY,
+                hint="write dc_t / dc_{t-1} for the LSTM cell with the input path held fixed: which "
+                "gate is it, and what is sigma(b_f) at b_f = 0 and at b_f = 3?",
+                explanation="f_t near 1 makes dc_t / dc_{t-1} near 1, so the gradient survives; the price is a default of "
+                "remembering, which a unit that should forget quickly has to unlearn.")

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from . import Wrong, choose, exercise
+from . import Wrong, exercise, multiple_choice
 
 P_EMBED, OCCURRENCES = 0.1, 3  # exercise 03.word-types
 P_FROM, P_TO = 0.5, 0.9  # exercise 03.weight-noise
@@ -98,9 +98,8 @@ _WHY_NOT_WEIGHT_NOISE_WHY = {
 }
 
 
-@exercise("03.weight-noise-why", hint="write the variance of one term M_k w_k h_k / (1 - p) with M_k ~ Bernoulli(1 - "
-                                      "p), then add the terms' variances; the standard deviation is the square root.")
-def check_weight_noise_why(answer) -> str:
-    choose(answer, "abc", "a", _WHY_NOT_WEIGHT_NOISE_WHY)
-    return ("Var = p / (1 - p) * sum w_k^2 h_k^2, so the standard deviation goes from sqrt(1) to sqrt(9): a "
-            "factor 3.")
+multiple_choice("03.weight-noise-why", right="a", why_not=_WHY_NOT_WEIGHT_NOISE_WHY,
+                hint="write the variance of one term M_k w_k h_k / (1 - p) with M_k ~ Bernoulli(1 - "
+                "p), then add the terms' variances; the standard deviation is the square root.",
+                explanation="Var = p / (1 - p) * sum w_k^2 h_k^2, so the standard deviation goes from sqrt(1) to sqrt(9): a "
+                "factor 3.")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import Wrong, choose, exercise
+from . import Wrong, exercise, multiple_choice
 
 READ, TARGETS, V_ROWS = [1, 3, 1], [3, 1, 4], 6  # exercise 04.rows
 E_LIMIT = 200  # exercise 04.share-limit
@@ -105,9 +105,8 @@ _WHY_NOT_SHARE_LIMIT_WHY = {
 }
 
 
-@exercise("04.share-limit-why", hint="as V grows, only the parameters proportional to V count: how many does each "
-                                     "word bring to the untied model, and how many of them does tying remove?")
-def check_share_limit_why(answer) -> str:
-    choose(answer, "abc", "b", _WHY_NOT_SHARE_LIMIT_WHY)
-    return ("per word the untied model holds an embedding row, a decoder row and a decoder bias, 2E + 1 "
-            "numbers; tying removes E of them, hence E / (2E + 1) = 200 / 401.")
+multiple_choice("04.share-limit-why", right="b", why_not=_WHY_NOT_SHARE_LIMIT_WHY,
+                hint="as V grows, only the parameters proportional to V count: how many does each "
+                "word bring to the untied model, and how many of them does tying remove?",
+                explanation="per word the untied model holds an embedding row, a decoder row and a decoder bias, 2E + 1 "
+                "numbers; tying removes E of them, hence E / (2E + 1) = 200 / 401.")

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import torch
 
-from . import Wrong, choose, exercise
+from . import Wrong, exercise, multiple_choice
 
 KNEE_VALUES = 40              # 05.knee: values in the lookup table
 SHARP_FROM, SHARP_TO, SHARP_D = 2.5, 5.0, 16  # 05.sharpness: the knob moves, the fit's dimension
@@ -158,9 +158,8 @@ _WHY_NOT_SHARPNESS_WHY = {
 }
 
 
-@exercise("05.sharpness-why", hint="KL(p || q) = sum_v p(v) (log p(v) - log q(v)): which values' errors count, and "
-                                   "how many such values does a sharp row have?")
-def check_sharpness_why(answer) -> str:
-    choose(answer, "abc", "b", _WHY_NOT_SHARPNESS_WHY)
-    return ("the errors that count are those of the likely values, and a sharp row has few of them: a "
-            "16-dimensional softmax can get those right while it gets the unlikely ones wrong.")
+multiple_choice("05.sharpness-why", right="b", why_not=_WHY_NOT_SHARPNESS_WHY,
+                hint="KL(p || q) = sum_v p(v) (log p(v) - log q(v)): which values' errors count, and "
+                "how many such values does a sharp row have?",
+                explanation="the errors that count are those of the likely values, and a sharp row has few of them: a "
+                "16-dimensional softmax can get those right while it gets the unlikely ones wrong.")

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from . import Wrong, choose, exercise
+from . import Wrong, exercise, multiple_choice
 
 V, H, N = 9, 5, 12  # a small cache: vocabulary, state size, stored positions
 
@@ -122,9 +122,8 @@ _WHY_NOT_THETA_ZERO_WHY = {
 }
 
 
-@exercise("07.theta-zero-why", hint="your theta_zero_cache says what the cache becomes; which words fill the last n "
-                                    "positions, and what share does a name seen once get?")
-def check_theta_zero_why(answer) -> str:
-    choose(answer, "abc", "b", _WHY_NOT_THETA_ZERO_WHY)
-    return ("a unigram cache spreads its mass like the recent words themselves, mostly over words the model "
-            "already predicts; only a sharp theta puts the mass where the context matches.")
+multiple_choice("07.theta-zero-why", right="b", why_not=_WHY_NOT_THETA_ZERO_WHY,
+                hint="your theta_zero_cache says what the cache becomes; which words fill the last n "
+                "positions, and what share does a name seen once get?",
+                explanation="a unigram cache spreads its mass like the recent words themselves, mostly over words the model "
+                "already predicts; only a sharp theta puts the mass where the context matches.")

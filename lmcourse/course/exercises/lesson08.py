@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from . import Wrong, choose, exercise
+from . import Wrong, exercise, multiple_choice
 
 
 def _tensors(seed: int, shapes=((4, 3), (5,), (2, 2))) -> list:
@@ -111,9 +111,8 @@ _WHY_NOT_LR_ZERO_WHY = {
 }
 
 
-@exercise("08.lr-zero-why", hint="write one step of the update, theta - eta * step + lambda * r * (theta_0 - theta), "
-                                 "at eta = 0, starting from theta = theta_0.")
-def check_lr_zero_why(answer) -> str:
-    choose(answer, "abc", "a", _WHY_NOT_LR_ZERO_WHY)
-    return ("theta - 0 + lambda r (theta_0 - theta) with theta = theta_0 leaves theta = theta_0 at every "
-            "segment, whatever lambda is.")
+multiple_choice("08.lr-zero-why", right="a", why_not=_WHY_NOT_LR_ZERO_WHY,
+                hint="write one step of the update, theta - eta * step + lambda * r * (theta_0 - theta), "
+                "at eta = 0, starting from theta = theta_0.",
+                explanation="theta - 0 + lambda r (theta_0 - theta) with theta = theta_0 leaves theta = theta_0 at every "
+                "segment, whatever lambda is.")
