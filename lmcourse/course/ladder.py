@@ -30,7 +30,7 @@ from ..config import seed_everything
 from ..corpora.grammar import Params
 from ..networks.models import LMConfig, RNNLM
 from ..training.callbacks import LivePlot
-from ..training.stored_runs import train_or_load
+from ..training.stored_runs import CachedRun, train_or_load
 from ..training.trainer import Trainer, TrainConfig
 
 __all__ = ["SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
@@ -135,9 +135,9 @@ def train_rung(settings: dict, corpus, floor: Optional[float] = None, retrain: O
         callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
         return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
 
-    if not store:
+    if not store:  # the benchmark's path: train, keep nothing
         model, history = fit()
-        return model, list(getattr(history, "rows", history))
+        return CachedRun(model, list(getattr(history, "rows", history)), False, None)
     run = train_or_load("09-ladder", settings, fit, corpus.vocab, retrain=retrain)
     run.model.vocab = corpus.vocab
     return run
@@ -169,17 +169,17 @@ def _ppl(logp: torch.Tensor) -> float:
     return math.exp(nll) if nll < 709.0 else math.inf
 
 
-def wrappers(model, corpus, train_tokens=None, progress: Optional[bool] = False) -> dict:
+def wrappers(model, corpus, progress: Optional[bool] = False) -> dict:
     """The three test-time rungs over ``model``, tuned on validation text: their perplexities, their
     settings, and the log-probability of every test token under each (and under ``model`` alone)."""
     static = {split: collect(model, getattr(corpus, split), progress=progress) for split in ("valid", "test")}
     best = best_cache(static["valid"], progress)
-    log_p = {"MoS": static["test"].log_p.float(), "+ cache": cached(static["test"], best).float()}
-    out = {"+ cache": {s: _ppl(cached(static[s], best)) for s in static}}
+    scored = {s: cached(static[s], best) for s in static}
+    log_p = {"MoS": static["test"].log_p.float(), "+ cache": scored["test"].float()}
+    out = {"+ cache": {s: _ppl(scored[s]) for s in scored}}
     notes = {"+ cache": best}
     d = DYN_GRID
-    stats = gradient_stats(model, corpus.train if train_tokens is None else corpus.train[:train_tokens],
-                           batch_size=100, bptt=d["bptt"])
+    stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"])
     tune = corpus.valid[:d["tune_tokens"]]
     alone, joint = {}, {}  # (lr, decay) -> validation perplexity: dynamic evaluation alone; with its best cache
     for lr in d["lrs"]:
@@ -196,8 +196,9 @@ def wrappers(model, corpus, train_tokens=None, progress: Optional[bool] = False)
     if (lr2, decay2) != (lr, decay):
         _, adapted = _adapted(model, corpus, lr2, decay2, stats, progress)
     log_p["+ dynamic evaluation"] = adapted_alone["test"].log_p.float()
-    out["all together"] = {s: _ppl(cached(adapted[s], joint[lr2, decay2])) for s in adapted}
-    log_p["all together"] = cached(adapted["test"], joint[lr2, decay2]).float()
+    scored = {s: cached(adapted[s], joint[lr2, decay2]) for s in adapted}
+    out["all together"] = {s: _ppl(scored[s]) for s in scored}
+    log_p["all together"] = scored["test"].float()
     notes["all together"] = dict(lr=lr2, decay=decay2, bptt=d["bptt"], cache=joint[lr2, decay2])
     return {"ppl": out, "notes": notes, "log_p": log_p}  # log_p: per test token, for each test-time rung
 
@@ -226,12 +227,8 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
     switch, model = None, None
     for rung in TRAINED:
         settings = rung_settings(rung, seed, shared)
-        if store:
-            run = train_rung(settings, corpus, plot=False, progress=progress)
-            model, history = run.model, run.history
-        else:
-            model, history = train_rung(settings, corpus, plot=False, progress=progress, store=False)
-        model.eval()
+        run = train_rung(settings, corpus, plot=False, progress=progress, store=store)
+        model, history = run.model.eval(), run.history
         ladder[rung] = {s: perplexity(model, getattr(corpus, s)) for s in ("valid", "test")}
         if rung == "AWD recipe":
             switch = averaging_epoch(history)
