@@ -28,7 +28,6 @@ from ..adapt.cache_tuning import cache_scores, collect
 from ..adapt.dyneval import DynamicEval, gradient_stats
 from ..training.stored_numbers import compute_or_load
 from .lesson_runs import declare
-from .lesson_runs_0304 import WORD_LSTM
 
 NAME = "08-dyneval"
 METHODS = ("sgd", "rms")
@@ -46,8 +45,15 @@ PLANS = {
                 decays=dict(sgd=[0.0, 1e-3, 1e-2], rms=[0.0, 1e-3, 2e-3, 5e-3]), segments=[2, 5, 10, 20, 50],
                 cache_thetas=[0.3, 0.6, 1.0], cache_lams=[0.05, 0.1, 0.15, 0.2]),
 }
-# the shared word LSTM (lesson 02b's, read by lessons 07, 08 and 09) whose passes these are: its declaration
-MODELS = {scale: dict(name=name, **settings) for scale, (name, settings) in WORD_LSTM.items()}
+# the shared word LSTM (lessons 02, 07, 08, 09) whose passes these are
+MODELS = {
+    "ci": dict(name="word-lstm", emb_size=200, hidden_size=200, num_layers=1, tie=True, dropout=0.0, epochs=1,
+               lr=20.0, batch_size=20, bptt=35, clip=0.25, seed=1111, train_tokens=5_000),
+    "cpu": dict(name="word-lstm", emb_size=200, hidden_size=200, num_layers=1, tie=True, dropout=0.0, epochs=1,
+                lr=20.0, batch_size=20, bptt=35, clip=0.25, seed=1111, train_tokens=None),
+    "gpu": dict(name="word-lstm-gpu", emb_size=650, hidden_size=650, num_layers=2, tie=True, dropout=0.5, epochs=40,
+                lr=20.0, batch_size=20, bptt=35, clip=0.25, seed=1111, train_tokens=None),
+}
 
 
 def plan(scale: str) -> dict:
