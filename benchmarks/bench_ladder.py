@@ -7,7 +7,7 @@ validation text. Prints, per rung: validation and test perplexity (mean ± sd ov
 from the rung before, and whether it is beyond the two rungs' sd summed; for the AWD rung, the epoch
 at which NT-ASGD started averaging.
 
-    python benchmarks/bench_ladder.py [--seeds 0 1 2] [--jobs 2] [--set key=value ...] [--store]
+    python benchmarks/bench_ladder.py [--seeds 0 1 2] [--jobs 2] [--set key=value ...] [--store] [--no-wrappers]
 
 ``--set`` changes one field of the corpus variant (``n_names=600``) or of the shared settings
 (``d=48``, ``epochs=30``) for this measurement only.
@@ -26,13 +26,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def one_seed(args):
-    seed, changes, store = args
+    seed, changes, store, wrap = args
     import torch
     torch.set_num_threads(1)
     from lmcourse.course import ladder
 
     t0 = time.perf_counter()
-    out = ladder.run_ladder(seed, changes=changes, progress=False, store=store)
+    out = ladder.run_ladder(seed, changes=changes, progress=False, store=store, wrap=wrap)
     out["seconds"] = time.perf_counter() - t0
     return seed, out
 
@@ -52,11 +52,12 @@ def main(argv=None):
     ap.add_argument("--set", nargs="*", default=[])
     ap.add_argument("--store", action="store_true",
                     help="keep the trained rungs in the user's cache, where lesson 09 (and make runs) finds them")
+    ap.add_argument("--no-wrappers", action="store_true", help="train and score the trained rungs only")
     args = ap.parse_args(argv)
     changes = parse_changes(args.set)
     print("changes:", changes or "none", flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = dict(pool.map(one_seed, [(s, changes, args.store) for s in args.seeds]))
+        results = dict(pool.map(one_seed, [(s, changes, args.store, not args.no_wrappers) for s in args.seeds]))
     from lmcourse.course import ladder
     rungs = list(results[args.seeds[0]]["ladder"])
     print(f"{'rung':<22} {'valid':>14} {'test':>16} {'change':>8}  beyond spread")

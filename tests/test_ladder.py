@@ -29,6 +29,18 @@ def test_each_rung_adds_one_idea_to_the_rung_below(scale):
     assert all(rest(s[r]) == rest(s["LSTM"]) for r in ladder.TRAINED)
 
 
+@pytest.mark.parametrize("changes", [{}, dict(d=4, emb=8, hidden=8, warmup=3), dict(d=8, emb=8, hidden=16)])
+def test_tying_removes_the_output_vectors_and_nothing_else(changes):
+    shared = ladder.shared_settings("ci", **changes)
+    untied, tied = (ladder.model_config(ladder.rung_settings(r, 0, shared), 30) for r in ("+ dropouts", "+ tying"))
+    differs = {k for k, v in untied.as_dict().items() if tied.as_dict()[k] != v}
+    assert differs <= {"tie", "vector_size"} and tied.tie and not untied.tie
+    from lmcourse.networks.models import RNNLM
+    assert RNNLM(untied).num_parameters() - RNNLM(tied).num_parameters() == 30 * shared["emb"]
+    train = ladder.train_config(ladder.rung_settings("LSTM", 0, shared))
+    assert train.warmup == shared.get("warmup", 0)
+
+
 def test_an_unknown_rung_is_refused_in_one_sentence():
     with pytest.raises(ValueError, match="not a trained rung.*pick one of LSTM"):
         ladder.rung_settings("+ cache", 0, ladder.shared_settings("ci"))

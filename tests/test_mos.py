@@ -209,7 +209,7 @@ def test_bad_input_is_explained():
     with pytest.raises(ValueError, match=r"\(T, B, L\)"):
         MixtureOfSoftmaxes(7, 5, V, 3)(torch.randn(4, 7))
     with pytest.raises(ValueError, match="tied decoder"):
-        MixtureOfSoftmaxes(7, 5, V, 3, tied_weight=torch.nn.Parameter(torch.zeros(V, 4)))
+        MixtureOfSoftmaxes(7, 5, V, 3, tied_weight=torch.nn.Parameter(torch.zeros(V + 1, 5)))
 
 
 # ------------------------------------------------------------------------ the paper's PTB model

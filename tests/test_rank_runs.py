@@ -39,8 +39,23 @@ def test_without_head_size_the_softmax_head_is_unchanged():
 def test_a_softmax_tied_through_a_projection():
     model = RNNLM(LMConfig(V, emb_size=4, hidden_size=16, num_layers=1, tie=True, head_size=4))
     assert model.head.decoder.weight is model.embedding.weight and model.config.last_size == 16
-    with pytest.raises(ValueError, match="head_size=3"):
-        LMConfig(V, emb_size=4, hidden_size=16, tie=True, head_size=3)
+    assert not any("up" in k for k in model.state_dict())  # d = E: nothing between the head and the vectors
+    with pytest.raises(ValueError, match="last_size=3"):
+        LMConfig(V, emb_size=4, hidden_size=16, tie=True, last_size=3)
+
+
+def test_a_tied_softmax_narrower_than_its_word_vectors_keeps_rank_d():
+    torch.manual_seed(2)
+    model = RNNLM(LMConfig(V, emb_size=12, hidden_size=16, num_layers=1, tie=True, head_size=3)).double()
+    head = model.head
+    assert head.decoder.weight is model.embedding.weight and head.up.weight.shape == (12, 3)  # U (E, d)
+    g = contexts(model)                                                       # (n, 1, 16)
+    with torch.no_grad():
+        logits = head(g)[:, 0]                                                # (n, V)
+        want = g[:, 0] @ head.project.weight.T @ head.up.weight.T @ model.embedding.weight.T + head.decoder.bias
+    torch.testing.assert_close(logits, want)                                  # z = E (U P g) + b
+    assert bn.numerical_rank(logits) <= 3 + 1 < bn.numerical_rank(model.embedding.weight @ torch.randn(12, 40,
+                                                                                         dtype=torch.float64))
 
 
 @pytest.mark.parametrize("bad", [0, -2, True, 2.5, "4"])
@@ -76,8 +91,21 @@ def test_mos_head_size_sets_each_latent_context():
                            mos_latent="linear"))
     assert model.head.weight.shape == (V, 3) and model.head.latent.out_features == 2 * 3
     assert model.head.activation == "linear" and model.config.last_size == 16
-    with pytest.raises(ValueError, match="head_size"):
-        RNNLM(LMConfig(V, emb_size=8, hidden_size=16, tie=True, head="mos", n_experts=2, head_size=3))
+
+
+def test_a_tied_mixture_narrower_than_its_word_vectors():
+    torch.manual_seed(3)
+    model = RNNLM(LMConfig(V, emb_size=8, hidden_size=16, num_layers=1, tie=True, head="mos", n_experts=2,
+                           head_size=3)).double().eval()
+    head = model.head
+    assert head.weight is model.embedding.weight and head.up.weight.shape == (8, 3)
+    g = torch.randn(50, 1, 16, dtype=torch.float64)
+    z = torch.tanh(g[:, 0] @ head.latent.weight.T + head.latent.bias).view(50, 2, 3)     # (n, K, d)
+    logits = z @ head.up.weight.T @ head.weight.T + head.bias                               # (n, K, V): E U z_k + b
+    log_pi = torch.log_softmax(g[:, 0] @ head.prior.weight.T, -1)                           # (n, K)
+    with torch.no_grad():
+        torch.testing.assert_close(head(g)[:, 0], torch.logsumexp(log_pi[..., None] + logits.log_softmax(-1), 1))
+    assert all(bn.numerical_rank(logits[:, k]) <= 3 + 1 for k in range(2))                 # each softmax: rank d
 
 
 def test_the_lookup_rich_corpus_and_the_models():
@@ -138,3 +166,18 @@ def test_a_run_can_be_kept_out_of_the_reference_folder(monkeypatch, tmp_path):
     assert kept_out.path.is_file() and reference.read_manifest() == []
     stored_runs.train_or_load("05-long", {"d": 1}, fit, vocab)
     assert [r["name"] for r in reference.read_manifest()] == ["05-long"]
+
+
+def test_untied_word_vectors_as_wide_as_the_tied_ones():
+    config = dict(emb_size=12, hidden_size=16, num_layers=1, head_size=3)
+    untied, tied = RNNLM(LMConfig(V, vector_size=12, **config)), RNNLM(LMConfig(V, tie=True, **config))
+    assert untied.head.decoder.weight.shape == tied.head.decoder.weight.shape == (V, 12)
+    assert untied.head.up.weight.shape == tied.head.up.weight.shape == (12, 3)
+    assert untied.head.decoder.weight is not untied.embedding.weight
+    assert untied.num_parameters() - tied.num_parameters() == V * 12  # tying removes the vectors, nothing else
+    mos = RNNLM(LMConfig(V, vector_size=12, head="mos", n_experts=2, **config))
+    assert mos.head.weight.shape == (V, 12) and mos.head.up.weight.shape == (12, 3)
+    with pytest.raises(ValueError, match="vector_size=8"):
+        LMConfig(V, tie=True, vector_size=8, **config)
+    with pytest.raises(ValueError, match="vector_size"):
+        LMConfig(V, vector_size=0)

@@ -329,6 +329,27 @@ def test_variable_bptt_rescales_lr_during_each_step():
     assert trainer.lr == 2.0
 
 
+def test_warmup_raises_the_rate_linearly_over_the_first_batches_of_the_first_epoch():
+    seen = []
+
+    class Spy(Callback):
+        def on_train_begin(self, trainer):
+            opt, step = trainer.optimizer, trainer.optimizer.step
+
+            def spying_step(*args, **kwargs):
+                seen.append((trainer.epoch, opt.param_groups[0]["lr"]))
+                return step(*args, **kwargs)
+            opt.step = spying_step
+
+    trainer = Trainer(model(), TRAIN, VALID, config(epochs=2, lr=2.0, warmup=4), callbacks=[Spy()])
+    trainer.fit()
+    first = [lr for epoch, lr in seen if epoch == 1]
+    assert first[:5] == pytest.approx([0.5, 1.0, 1.5, 2.0, 2.0])  # eta * i / warmup, then eta
+    assert all(lr == 2.0 for epoch, lr in seen if epoch == 2) and trainer.lr == 2.0
+    with pytest.raises(ValueError, match="warmup"):
+        config(warmup=-1)
+
+
 # ----------------------------------------------------------------------------- AR / TAR
 
 def test_ar_tar_enter_the_gradient_not_the_reported_loss():

@@ -4,9 +4,15 @@ The regime (measured in ``benchmarks/bench_ladder.py``, figures in ``benchmarks/
 chosen so that each idea has the problem it solves:
 
 - **overfitting** (dropouts and tying pay): a few tens of thousands of training tokens, many epochs;
-- **a plateau** (NT-ASGD's average pays): SGD at a constant rate, which stalls on validation text;
-- **a binding rank** (MoS pays): every rung's head has dimension :math:`d` (``head_size``), and the
-  key-value lookups of the corpus need a log-probability matrix of rank ``n_keys`` > :math:`d + 1`;
+- **a plateau** (NT-ASGD's average pays): SGD at a constant rate, which stalls on validation text
+  (the rate rises over the first ``warmup`` batches, so that the head's product of small matrices
+  does not blow up on its first steps);
+- **a head of small rank** (MoS pays): every rung's head has dimension :math:`d` (``head_size``), and
+  the key-value lookups of the corpus need a log-probability matrix of rank ``n_keys`` > :math:`d + 1`
+  (lesson 09 measures where the mixture gains: off the lookups, whose table the models learn only
+  roughly from this many tokens); the output word vectors are E = ``emb`` wide, tied
+  or not, and the head reads them through a learned map :math:`U` (E, d), so that tying shares
+  E numbers per word while the softmax keeps rank :math:`d`;
 - **recurring rare words** (the cache pays): names drawn per document, with a small CRP concentration,
   so that a document repeats its own names;
 - **drift** (dynamic evaluation pays): documents with strong topics.
@@ -43,18 +49,19 @@ TRAINED = ("LSTM", "+ dropouts", "+ tying", "AWD recipe", "MoS")
 RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation", "all together")
 
 # The corpus variant's knobs (the rest are the embedded corpus's defaults); see the module docstring.
-VARIANT = dict(n_nouns=100, n_verbs=40, n_adjs=60, n_advs=20, n_names=1000, name_alpha=0.3, n_keys=100,
-               n_values=100, lookup_rate=0.4, topic_boost=30.0, off_topic=0.02, doc_sentences=40.0, phrase_rate=0.0)
+VARIANT = dict(n_nouns=100, n_verbs=40, n_adjs=60, n_advs=20, n_names=1000, name_alpha=0.3, n_keys=50,
+               n_values=50, lookup_rate=0.8, topic_boost=30.0, off_topic=0.02, doc_sentences=40.0, phrase_rate=0.0)
 SPLITS = {"ci": (4_000, 1_000, 1_000), "cpu": (40_000, 10_000, 10_000), "gpu": (200_000, 20_000, 20_000)}
 
-# What every rung shares, by scale: sizes (emb = d, the head's dimension; hidden), training, wrappers' grids.
+# What every rung shares, by scale: sizes (emb, the word vectors' width, input and output, tied or not;
+# hidden; d, the head's dimension), training (warmup: batches over which the rate rises), wrappers' grids.
 SHARED = {
-    "ci": dict(emb=8, hidden=16, d=8, epochs=2, lr=20.0, batch=10, bptt=35, clip=0.25, dropout_scale=0.5,
-               nonmono=1, experts=2, dropoutl=0.1, latent="tanh"),
-    "cpu": dict(emb=64, hidden=64, d=64, epochs=20, lr=20.0, batch=10, bptt=35, clip=0.25, dropout_scale=0.5,
-                nonmono=2, experts=3, dropoutl=0.145, latent="tanh"),
-    "gpu": dict(emb=128, hidden=256, d=128, epochs=40, lr=20.0, batch=20, bptt=35, clip=0.25, dropout_scale=0.5,
-                nonmono=3, experts=5, dropoutl=0.145, latent="tanh"),
+    "ci": dict(emb=8, hidden=16, d=4, epochs=2, lr=8.0, warmup=10, batch=10, bptt=35, clip=0.25,
+               dropout_scale=0.5, nonmono=1, experts=2, dropoutl=0.1, latent="tanh"),
+    "cpu": dict(emb=64, hidden=64, d=16, epochs=40, lr=8.0, warmup=100, batch=10, bptt=35, clip=0.25,
+                dropout_scale=0.5, nonmono=2, experts=10, dropoutl=0.145, latent="tanh"),
+    "gpu": dict(emb=128, hidden=256, d=32, epochs=40, lr=8.0, warmup=100, batch=20, bptt=35,
+                clip=0.25, dropout_scale=0.5, nonmono=3, experts=5, dropoutl=0.145, latent="tanh"),
 }
 CACHE_GRID = dict(thetas=[0.3, 1.0, 3.0, 10.0, 30.0, 100.0], lams=[0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=1000)
 DYN_GRID = dict(lrs=[1e-5, 3e-5, 1e-4, 3e-4], decays=[0.0, 1e-3, 1e-2], eps=2e-5, bptt=5, tune_tokens=4_000)
@@ -115,25 +122,33 @@ def model_config(settings: dict, vocab_size: int) -> LMConfig:
         sizes = dict(num_layers=layers, hidden_size=s["hidden"], last_size=s["d"])
     else:
         sizes = dict(num_layers=1, hidden_size=s["hidden"], head_size=None if s["d"] == s["hidden"] else s["d"])
+    if s["d"] != s["emb"] and not s["model"].get("tie"):  # untied output vectors as wide as the tied ones
+        sizes["vector_size"] = s["emb"]
     return LMConfig(vocab_size=vocab_size, emb_size=s["emb"], **sizes, **s["model"])
 
 
 def train_config(settings: dict, **shown) -> TrainConfig:
     s = settings
+    warm = {"warmup": s["warmup"]} if s.get("warmup") else {}
     return TrainConfig(**{**dict(epochs=s["epochs"], lr=s["lr"], batch_size=s["batch"], bptt=s["bptt"],
-                                 clip=s["clip"], seed=s["seed"], lr_decay=1.0), **s["train"], **shown})
+                                 clip=s["clip"], seed=s["seed"], lr_decay=1.0), **warm, **s["train"], **shown})
 
 
 def train_rung(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
                plot: bool = True, progress: Optional[bool] = None, store: bool = True):
     """Train one rung (or load it: the committed reference run, then the user's cache); a CachedRun."""
-    def fit():
-        seed_everything(settings["seed"])
-        lm = RNNLM(model_config(settings, len(corpus.vocab)))
-        lm.vocab = corpus.vocab
-        config = train_config(settings, progress=progress, live_plot=plot)
-        callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
-        return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
+    def fit():  # on one thread: the summation order, hence the run, is the same whatever the machine's cores
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            seed_everything(settings["seed"])
+            lm = RNNLM(model_config(settings, len(corpus.vocab)))
+            lm.vocab = corpus.vocab
+            config = train_config(settings, progress=progress, live_plot=plot)
+            callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
+            return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
+        finally:
+            torch.set_num_threads(threads)
 
     if not store:  # the benchmark's path: train, keep nothing
         model, history = fit()
@@ -211,8 +226,9 @@ def _adapted(model, corpus, lr, decay, stats, progress):
 
 
 def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, progress: Optional[bool] = False,
-               store: bool = False) -> dict:
-    """Every rung for one seed (the benchmark's path; the lesson trains rung by rung on screen)."""
+               store: bool = False, wrap: bool = True) -> dict:
+    """Every rung for one seed (the benchmark's path; the lesson trains rung by rung on screen);
+    ``wrap=False`` skips the test-time rungs."""
     from ..corpora.oracle import Oracle
     from ..lm import perplexity
     from ..ngram.model import NGramLM
@@ -232,6 +248,6 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
         ladder[rung] = {s: perplexity(model, getattr(corpus, s)) for s in ("valid", "test")}
         if rung == "AWD recipe":
             switch = averaging_epoch(history)
-    wrapped = wrappers(model, corpus, progress=progress)
+    wrapped = wrappers(model, corpus, progress=progress) if wrap else {"ppl": {}, "notes": {}}
     ladder.update(wrapped["ppl"])
     return {"ladder": ladder, "notes": wrapped["notes"], "switch": switch, "floor": floor}

@@ -55,7 +55,9 @@ class LMConfig:
     vectors: the softmax head first maps the last layer's output linearly to ``head_size`` numbers (a
     softmax of rank :math:`d` after a wide network; None: no map, :math:`d` = ``last_size``), the
     ``mos`` head's latent contexts get ``head_size`` numbers each (None: E). ``mos_latent``: the
-    latent contexts' activation, ``tanh`` as in Yang et al. (2018) or ``linear``.
+    latent contexts' activation, ``tanh`` as in Yang et al. (2018) or ``linear``. ``vector_size``: the
+    size of an untied decoder's word vectors (None: :math:`d`); wider than :math:`d`, the head reads
+    them through a learned map, as a tied head of :math:`d` < E reads the embedding's.
     """
 
     vocab_size: int
@@ -77,6 +79,7 @@ class LMConfig:
     dropoutl: float = 0.0
     head_size: Optional[int] = None
     mos_latent: str = "tanh"
+    vector_size: Optional[int] = None
 
     def __post_init__(self):
         for name in ("vocab_size", "emb_size", "hidden_size", "num_layers", "n_experts"):
@@ -105,14 +108,19 @@ class LMConfig:
         if self.head_size is not None and (isinstance(self.head_size, bool) or not isinstance(self.head_size, int)
                                            or self.head_size < 1):
             raise ValueError(f"LMConfig.head_size must be a positive integer or None, got {self.head_size!r}.")
+        if self.vector_size is not None and (isinstance(self.vector_size, bool) or not isinstance(self.vector_size, int)
+                                             or self.vector_size < 1):
+            raise ValueError(f"LMConfig.vector_size must be a positive integer or None, got {self.vector_size!r}.")
+        if self.tie and self.vector_size not in (None, self.emb_size):
+            raise ValueError(f"A tied decoder's word vectors are the embedding's {self.emb_size} numbers, but "
+                             f"vector_size={self.vector_size}: leave vector_size unset or set tie=False.")
         if self.mos_latent not in MOS_LATENTS:
             raise ValueError(f"LMConfig.mos_latent={self.mos_latent!r} is unknown: use 'tanh' or 'linear'.")
         if self.last_size is None:
             self.last_size = self.emb_size if self.tie and self.head_size is None else self.hidden_size
-        if self.tie and self.head == "softmax" and (self.head_size or self.last_size) != self.emb_size:
-            size = "head_size" if self.head_size else "last_size"
+        if self.tie and self.head == "softmax" and self.head_size is None and self.last_size != self.emb_size:
             raise ValueError(f"A tied softmax needs the decoder's input to have emb_size={self.emb_size} numbers, "
-                             f"but {size}={self.head_size or self.last_size}: leave {size} unset or set tie=False.")
+                             f"but last_size={self.last_size}: leave last_size unset or set tie=False.")
 
     def layer_sizes(self) -> list[tuple[int, int]]:
         """(input, output) size of each LSTM layer: E->H, H->H, ..., H->last."""
@@ -148,20 +156,31 @@ class SoftmaxHead(nn.Module):
 
     With ``head_size`` :math:`d`, the output first goes through a linear map without bias,
     :math:`z_t = W (P g_t) + b` with :math:`P` (d, in_size): logits of rank at most :math:`d` whatever
-    the width of the network before it."""
+    the width of the network before it. When the word vectors are wider than :math:`d` (tied to an
+    embedding of E > d numbers, or ``vector_size`` > d), they are read through a learned map
+    :math:`U` (E, d): :math:`z_t = W (U P g_t) + b`, still of rank at most :math:`d`."""
 
     def __init__(self, in_size: int, vocab_size: int, init_range: float, tied_weight: Optional[nn.Parameter] = None,
-                 head_size: Optional[int] = None):
+                 head_size: Optional[int] = None, vector_size: Optional[int] = None):
         super().__init__()
+        d = in_size if head_size is None else head_size
+        width = tied_weight.shape[1] if tied_weight is not None else (vector_size or d)  # the word vectors' size
         self.project = nn.Identity() if head_size is None else nn.Linear(in_size, head_size, bias=False)
-        self.decoder = nn.Linear(in_size if head_size is None else head_size, vocab_size)
+        self.up = up_map(d, width)
+        self.decoder = nn.Linear(width, vocab_size)
         nn.init.uniform_(self.decoder.weight, -init_range, init_range)
         nn.init.zeros_(self.decoder.bias)
         if tied_weight is not None:
             self.decoder.weight = tied_weight  # (V, E): one matrix for input and output
 
-    def forward(self, g: torch.Tensor) -> torch.Tensor:  # (T, B, E) -> (T, B, V)
-        return self.decoder(self.project(g))
+    def forward(self, g: torch.Tensor) -> torch.Tensor:  # (T, B, L) -> (T, B, V)
+        return self.decoder(self.up(self.project(g)))
+
+
+def up_map(d: int, width: int) -> nn.Module:
+    r"""The map :math:`U` (width, d) through which a head of dimension :math:`d` reads wider word vectors
+    (logits :math:`W U h`, still of rank at most :math:`d`); the identity when width = d."""
+    return nn.Identity() if width == d else nn.Linear(d, width, bias=False)
 
 
 HeadFactory = Callable[[LMConfig, nn.Embedding, int], nn.Module]
@@ -176,7 +195,7 @@ def register_head(name: str, factory: HeadFactory) -> None:
 
 def _softmax_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
     tied = embedding.weight if config.tie else None
-    return SoftmaxHead(in_size, config.vocab_size, config.init_range, tied, config.head_size)
+    return SoftmaxHead(in_size, config.vocab_size, config.init_range, tied, config.head_size, config.vector_size)
 
 
 register_head("softmax", _softmax_head)

@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .models import LMConfig, make_dropout, register_head
+from .models import LMConfig, make_dropout, register_head, up_map
 
 __all__ = ["MixtureOfSoftmaxes", "mos_log_probs", "mos_log_probs_reference", "CHUNK_ELEMENTS"]
 
@@ -207,14 +207,16 @@ class MixtureOfSoftmaxes(nn.Module):
     :math:`h_{t,k} = (W_h g_t + b_h)_{[kE:(k+1)E]}`, unbounded like a softmax head's projection);
     ``drop_l``: dropout ``dropoutl`` on the latent contexts (locked: one mask
     per sequence over all K E units); ``weight`` (V, E): the decoder, the embedding matrix when
-    tied; ``bias`` (V,). ``returns_log_probs`` tells the trainer to use the scores as they are.
+    tied (``up``: when that matrix is wider than the latent contexts' E = d, the learned map
+    :math:`U` (E, d) of :func:`~lmcourse.networks.models.up_map` reads each latent context
+    into it (untied: ``vector_size`` sets that width), so every softmax keeps rank at most d); ``bias`` (V,). ``returns_log_probs`` tells the trainer to use the scores as they are.
     """
 
     returns_log_probs = True
 
     def __init__(self, in_size: int, emb_size: int, vocab_size: int, n_experts: int, dropoutl: float = 0.0,
                  init_range: float = 0.1, tied_weight: Optional[nn.Parameter] = None, dropout_kind: str = "locked",
-                 activation: str = "tanh"):
+                 activation: str = "tanh", vector_size: Optional[int] = None):
         super().__init__()
         if activation not in ("tanh", "linear"):
             raise ValueError(f"activation={activation!r} is unknown: use 'tanh' (the paper's) or 'linear'.")
@@ -223,11 +225,13 @@ class MixtureOfSoftmaxes(nn.Module):
         self.latent = nn.Linear(in_size, n_experts * emb_size)
         self.drop_l = make_dropout(dropoutl, dropout_kind)
         if tied_weight is None:
-            tied_weight = nn.Parameter(torch.empty(vocab_size, emb_size).uniform_(-init_range, init_range))
-        if tuple(tied_weight.shape) != (vocab_size, emb_size):
-            raise ValueError(f"The tied decoder must be (vocab_size, emb_size) = ({vocab_size}, {emb_size}), "
+            width = vector_size or emb_size
+            tied_weight = nn.Parameter(torch.empty(vocab_size, width).uniform_(-init_range, init_range))
+        if tied_weight.dim() != 2 or tied_weight.shape[0] != vocab_size:
+            raise ValueError(f"The tied decoder must be (vocab_size, E) with vocab_size={vocab_size}, "
                              f"got {tuple(tied_weight.shape)}: pass the model's embedding weight.")
         self.weight = tied_weight  # (V, E)
+        self.up = up_map(emb_size, tied_weight.shape[1])  # U (E, d) when the word vectors are wider than d
         self.bias = nn.Parameter(torch.zeros(vocab_size))  # (V,)
 
     def mixture(self, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,7 +242,7 @@ class MixtureOfSoftmaxes(nn.Module):
         log_pi = F.log_softmax(self.prior(g), dim=-1)  # (T, B, K)
         h = self.latent(g)  # (T, B, K E)
         h = self.drop_l(torch.tanh(h) if self.activation == "tanh" else h)  # one mask per sequence
-        return log_pi, h.view(T, B, self.n_experts, self.emb_size)
+        return log_pi, self.up(h.view(T, B, self.n_experts, self.emb_size))  # (T, B, K, E)
 
     def forward(self, g: torch.Tensor) -> torch.Tensor:  # (T, B, L) -> (T, B, V)
         log_pi, h = self.mixture(g)
@@ -250,12 +254,9 @@ class MixtureOfSoftmaxes(nn.Module):
 
 def _mos_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
     size = config.head_size or config.emb_size  # d: the numbers of each latent context
-    if config.tie and size != config.emb_size:
-        raise ValueError(f"A tied mixture needs head_size = emb_size = {config.emb_size}, got head_size={size}: "
-                         "leave head_size unset or set tie=False.")
     tied = embedding.weight if config.tie else None
     return MixtureOfSoftmaxes(in_size, size, config.vocab_size, config.n_experts, config.dropoutl,
-                              config.init_range, tied, config.dropout_kind, config.mos_latent)
+                              config.init_range, tied, config.dropout_kind, config.mos_latent, config.vector_size)
 
 
 register_head("mos", _mos_head)

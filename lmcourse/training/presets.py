@@ -107,7 +107,7 @@ COURSE = layers(
     cited("no such ingredient in this recipe", head="softmax", n_experts=1, dropoutl=0.0, last_size=None,
           decay_after=None, stop_nonmono=False, small_batch_size=None, max_seq_len_delta=None, lr_decay=1.0,
           weight_decay=0.0, alpha=0.0, beta=0.0, variable_bptt=False, wdrop=0.0, dropoute=0.0, nonmono=5,
-          init_all=False, loss_sum_over_time=False, head_size=None),
+          init_all=False, loss_sum_over_time=False, head_size=None, vector_size=None, warmup=0),
     cited("the mixture's latent contexts as the paper writes them, tanh (Yang et al. 2018, Section 3); "
           "unused by a softmax head", mos_latent="tanh"),
 )

@@ -43,7 +43,7 @@ def _flag(value, name: str, allow_none: bool = False) -> None:
 
 @dataclass
 class TrainConfig:
-    """How to train; the defaults are pytorch/examples' (lr 20, clip 0.25, batch 20, bptt 35).
+    r"""How to train; the defaults are pytorch/examples' (lr 20, clip 0.25, batch 20, bptt 35).
 
     ``optimizer``: ``sgd`` (rate divided by ``lr_decay`` when validation does not improve; 1 keeps
     it), ``ntasgd`` (SGD, then averaged SGD once validation stalls for ``nonmono`` epochs), ``asgd``
@@ -51,16 +51,19 @@ class TrainConfig:
     bound (0 or None: none). ``alpha``, ``beta``: AR and TAR weights (AWD-LSTM uses 2 and 1).
     ``decay_after``: a fixed schedule instead: after every epoch from this one on, divide the rate
     by ``lr_decay`` whatever validation says (Zaremba et al. 2014, Section 4.1: after 6 epochs, by
-    1.2 after each epoch). ``stop_nonmono``: end the run as soon as the validation loss is worse than
-    the best of the epochs before the last ``nonmono`` ones, NT-ASGD's trigger used as a stopping
-    rule (stop_reason ``'non-monotone'``; the awd-lstm-lm code's ``finetune.py``).
+    1.2 after each epoch). ``stop_nonmono``: end the run as soon as the validation loss is worse than the best of the
+    epochs before the last ``nonmono`` ones, NT-ASGD's trigger used as a stopping rule (stop_reason
+    ``'non-monotone'``; the awd-lstm-lm code's ``finetune.py``).
     ``variable_bptt``: AWD-LSTM's random window lengths; ``max_seq_len_delta``: cap them at
     ``bptt + delta`` (None: no cap). ``small_batch_size``: read the batch in sub-batches of at most
     this many columns per process, accumulating the gradient (None: all at once).
     ``checkpoint``: a path that receives the best model. ``out_dir``: a folder for the whole run
     (config, history, best and last state, curves), which ``Trainer.fit(resume=True)`` continues.
     ``max_batches``: a cap per epoch. ``progress``, ``live_plot``: True, False or None (automatic:
-    on, except under ``CI`` or at the ``ci`` scale; the plot only in a notebook).
+    on, except under ``CI`` or at the ``ci`` scale; the plot only in a notebook). ``warmup``: raise
+    the rate linearly over the first ``warmup`` batches of the first epoch, :math:`\eta_i = \eta\,
+    \min(1, i / \text{warmup})` for batch :math:`i = 1, 2, \dots` (0: none), which keeps a head of
+    products of small matrices from blowing up on its first steps.
     """
 
     epochs: int
@@ -86,12 +89,16 @@ class TrainConfig:
     out_dir: Optional[str] = None
     decay_after: Optional[int] = None
     stop_nonmono: bool = False
+    warmup: int = 0
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "eval_batch_size", "bptt", "nonmono"):
             _positive_int(getattr(self, name), name)
         for name in ("max_batches", "small_batch_size", "decay_after"):
             _positive_int(getattr(self, name), name, allow_none=True)
+        w = self.warmup
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            raise ValueError(f"TrainConfig.warmup must be a whole number of batches >= 0 (0: none), got {w!r}.")
         if self.clip is None:
             self.clip = 0.0  # no clipping
         for name in ("lr", "clip", "weight_decay", "alpha", "beta"):

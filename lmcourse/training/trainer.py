@@ -249,6 +249,7 @@ class Trainer:
         first = "sgd" if cfg.optimizer == "ntasgd" else cfg.optimizer
         self.optimizer = make_optimizer(first, self.params, cfg.lr, cfg.weight_decay)
         self.stop, self._val_losses, self.history, self.epoch = False, [], History(), 0
+        self._ramp = 1.0  # the warm-up's share of the rate at this batch
         self._stop_reason = None
         self._limit = math.log(self.model.config.vocab_size) + DIVERGENCE_MARGIN
         self._start, self._elapsed = time.perf_counter(), 0.0
@@ -453,6 +454,7 @@ class Trainer:
         checked, halted, start = 0, False, time.perf_counter()
         for i, (x, y, seq_len) in enumerate(islice(self._batches(), cfg.max_batches)):
             self.seq_len = seq_len
+            self._ramp = (i + 1) / cfg.warmup if self.epoch == 1 and i < cfg.warmup else 1.0  # the warm-up
             loss, penalty, states = self._step(x, y, states, seq_len)
             losses.append(loss)
             weights.append(y.numel())
@@ -529,7 +531,7 @@ class Trainer:
             new_states.append(out.state)
         if cfg.clip:
             torch.nn.utils.clip_grad_norm_(self.params, cfg.clip)
-        factor = seq_len / cfg.bptt if cfg.variable_bptt else 1
+        factor = (seq_len / cfg.bptt if cfg.variable_bptt else 1) * self._ramp
         with scaled_lr(self.optimizer, factor):
             self.optimizer.step()
         if n == 1:
