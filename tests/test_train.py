@@ -309,19 +309,25 @@ def test_scaled_lr_sets_the_step_size_exactly_for_sgd_and_asgd():
             torch.testing.assert_close(p.detach(), torch.full((3,), expected))
 
 
+class StepSpy(Callback):
+    """Records ``read(trainer, lr)`` at every optimizer step, with the rate the step uses."""
+
+    def __init__(self, read):
+        self.read, self.seen = read, []
+
+    def on_train_begin(self, trainer):
+        opt, step = trainer.optimizer, trainer.optimizer.step
+
+        def spying_step(*args, **kwargs):
+            self.seen.append(self.read(trainer, opt.param_groups[0]["lr"]))
+            return step(*args, **kwargs)
+        opt.step = spying_step
+
+
 def test_variable_bptt_rescales_lr_during_each_step():
-    seen = []
-
-    class Spy(Callback):
-        def on_train_begin(self, trainer):
-            opt, step = trainer.optimizer, trainer.optimizer.step
-
-            def spying_step(*args, **kwargs):
-                seen.append((opt.param_groups[0]["lr"], trainer.seq_len))
-                return step(*args, **kwargs)
-            opt.step = spying_step
-
-    trainer = Trainer(model(), TRAIN, VALID, config(epochs=1, lr=2.0, variable_bptt=True), callbacks=[Spy()])
+    spy = StepSpy(lambda trainer, lr: (lr, trainer.seq_len))
+    seen = spy.seen
+    trainer = Trainer(model(), TRAIN, VALID, config(epochs=1, lr=2.0, variable_bptt=True), callbacks=[spy])
     trainer.fit()
     assert len({s for _, s in seen}) > 2
     for lr, seq_len in seen:
@@ -330,18 +336,9 @@ def test_variable_bptt_rescales_lr_during_each_step():
 
 
 def test_warmup_raises_the_rate_linearly_over_the_first_batches_of_the_first_epoch():
-    seen = []
-
-    class Spy(Callback):
-        def on_train_begin(self, trainer):
-            opt, step = trainer.optimizer, trainer.optimizer.step
-
-            def spying_step(*args, **kwargs):
-                seen.append((trainer.epoch, opt.param_groups[0]["lr"]))
-                return step(*args, **kwargs)
-            opt.step = spying_step
-
-    trainer = Trainer(model(), TRAIN, VALID, config(epochs=2, lr=2.0, warmup=4), callbacks=[Spy()])
+    spy = StepSpy(lambda trainer, lr: (trainer.epoch, lr))
+    seen = spy.seen
+    trainer = Trainer(model(), TRAIN, VALID, config(epochs=2, lr=2.0, warmup=4), callbacks=[spy])
     trainer.fit()
     first = [lr for epoch, lr in seen if epoch == 1]
     assert first[:5] == pytest.approx([0.5, 1.0, 1.5, 2.0, 2.0])  # eta * i / warmup, then eta

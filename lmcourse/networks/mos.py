@@ -209,7 +209,8 @@ class MixtureOfSoftmaxes(nn.Module):
     per sequence over all K E units); ``weight`` (V, E): the decoder, the embedding matrix when
     tied (``up``: when that matrix is wider than the latent contexts' E = d, the learned map
     :math:`U` (E, d) of :func:`~lmcourse.networks.models.up_map` reads each latent context
-    into it (untied: ``vector_size`` sets that width), so every softmax keeps rank at most d); ``bias`` (V,). ``returns_log_probs`` tells the trainer to use the scores as they are.
+    into it (untied: ``vector_size`` sets that width), so every softmax keeps rank at most d);
+    ``bias`` (V,). ``returns_log_probs`` tells the trainer to use the scores as they are.
     """
 
     returns_log_probs = True

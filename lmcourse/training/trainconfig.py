@@ -51,9 +51,9 @@ class TrainConfig:
     bound (0 or None: none). ``alpha``, ``beta``: AR and TAR weights (AWD-LSTM uses 2 and 1).
     ``decay_after``: a fixed schedule instead: after every epoch from this one on, divide the rate
     by ``lr_decay`` whatever validation says (Zaremba et al. 2014, Section 4.1: after 6 epochs, by
-    1.2 after each epoch). ``stop_nonmono``: end the run as soon as the validation loss is worse than the best of the
-    epochs before the last ``nonmono`` ones, NT-ASGD's trigger used as a stopping rule (stop_reason
-    ``'non-monotone'``; the awd-lstm-lm code's ``finetune.py``).
+    1.2 after each epoch). ``stop_nonmono``: end the run as soon as the validation loss is worse than
+    the best of the epochs before the last ``nonmono`` ones, NT-ASGD's trigger used as a stopping
+    rule (stop_reason ``'non-monotone'``; the awd-lstm-lm code's ``finetune.py``).
     ``variable_bptt``: AWD-LSTM's random window lengths; ``max_seq_len_delta``: cap them at
     ``bptt + delta`` (None: no cap). ``small_batch_size``: read the batch in sub-batches of at most
     this many columns per process, accumulating the gradient (None: all at once).
