@@ -49,6 +49,11 @@ class. The model provides:
 - the :class:`LanguageModel` calls and ``stream(tokens, bptt) -> iterator of (logits (t, V), h (t, E))``,
   covering the stream in order after the implicit leading ``<eos>``, state carried across chunks.
 
+Training calls ``forward`` in training mode (dropout on); everything else in evaluation mode.
+Dynamic evaluation differentiates a copy of the model in evaluation mode through
+``torch.func.functional_call``, so ``forward`` must read its weights from its parameters (a cached
+copy would not adapt); torch's recurrent layers in it are handled (cuDNN's blocks re-flattened).
+
 :class:`lmcourse.networks.base.NeuralLM` implements ``device``, ``eos``, ``stream``, ``score``, the
 step calls (with ``step_outputs``, what the cache reads at a step), ``reorder`` and
 ``num_parameters`` from ``forward`` and ``init_state``. How to add a model:

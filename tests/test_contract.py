@@ -2,6 +2,7 @@
 written here) trains, checkpoints, resumes bit for bit, is scored under the neural cache and
 dynamic evaluation, and generates text, with nothing in training/ or adapt/ knowing its class."""
 import math
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -120,12 +121,18 @@ def test_the_gru_keeps_the_contract_and_others_are_told_what_they_lack():
         check_neural(type("NoStream", (), {"vocab": None})(), "cache")
     with pytest.raises(ValueError, match="purpose='fly'"):
         check_neural(gru(), "fly")
+    stray = type("Stray", (GRULM,), {"kind": "never-registered"})(GRUConfig(V))
+    check_neural(stray, "train")  # training needs no registration; storing does
+    with pytest.raises(TypeError, match=r"lacks a registered kind \('never-registered' is not; call lmcourse.lm.register"):
+        check_neural(stray, "checkpoint")
 
 
 def test_no_class_test_is_left_in_training_or_adapt():
     for folder in ("training", "adapt"):
-        for path in (PACKAGE / folder).glob("*.py"):
-            assert "RNNLM)" not in path.read_text(), f"{path.name} still tests for the RNNLM class"
+        for path in (PACKAGE / folder).rglob("*.py"):
+            found = re.search(r"isinstance\([^)]*RNNLM", path.read_text())
+            assert found is None, f"{path.name} tests for the RNNLM class instead of the contract: {found.group(0)}"
+    assert re.search(r"isinstance\([^)]*RNNLM", "if not isinstance(model, RNNLM):")  # the pattern does catch one
 
 
 def test_the_gru_trains(trained):

@@ -40,7 +40,7 @@ import torch
 
 from ..corpora.grammar import Params, build_lexicon
 from ..lm import check_tokens
-from .models import inference, log_softmax
+from .base import inference, log_softmax
 
 RTOL = 1e-8  # numerical rank: singular values above RTOL * the largest one count
 __all__ = ["RTOL", "singular_values", "numerical_rank", "centre", "min_softmax_dim", "spectrum", "kl_rows",

@@ -34,7 +34,7 @@ import torch.nn as nn
 
 from ..lm import register_model
 from . import dropout as _dropout
-from .base import NeuralLM, NeuralState, inference, log_softmax  # noqa: F401 (the last two: re-exported)
+from .base import NeuralLM, inference, log_softmax  # noqa: F401 (the last two: re-exported for the lessons)
 from .lstm import LSTM as EquationsLSTM
 
 CELLS = ("fast", "equations")
@@ -139,9 +139,6 @@ class LMOutput(NamedTuple):
     state: list  # [(h, c)] per layer, each (1, B, H_l)
     raw_outputs: list  # per-layer outputs before dropout, each (T, B, H_l)
     outputs: list  # per-layer outputs after dropout, each (T, B, H_l)
-
-
-RNNState = NeuralState  # the step state of every neural LM (lmcourse.networks.base)
 
 
 # ------------------------------------------------------------------------------------- heads
