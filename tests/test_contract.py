@@ -1,6 +1,7 @@
 """The neural-model contract of lmcourse.lm: a model that is not an RNNLM (a GRU language model
 written here) trains, checkpoints, resumes bit for bit, is scored under the neural cache and
 dynamic evaluation, and generates text, with nothing in training/ or adapt/ knowing its class."""
+import copy
 import math
 import re
 from dataclasses import asdict, dataclass
@@ -227,3 +228,20 @@ def test_perplexity_from_a_mean_nll_has_one_overflow_rule():
     assert perplexity_from_nll(709.0) == math.exp(709.0)
     assert perplexity_from_nll(MAX_LOG) == math.inf and perplexity_from_nll(1e9) == math.inf
     assert perplexity_from_nll(math.inf) == math.inf and math.isnan(perplexity_from_nll(math.nan))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_gru_trains_stores_and_is_scored_on_cuda(trained, tmp_path):
+    model, _, _ = trained
+    cuda = copy.deepcopy(model).to("cuda")
+    assert torch.allclose(cuda.score(VALID), model.score(VALID), atol=1e-4)
+    cache = {m: NeuralCache(m, lam=0.3, window=50).score(VALID) for m in (model, cuda)}
+    assert torch.allclose(cache[cuda], cache[model], atol=1e-4)
+    dyn = {m: DynamicEval(m, "sgd", lr=0.5, bptt=5).score(VALID[:60]) for m in (model, cuda)}
+    assert torch.allclose(dyn[cuda], dyn[model], atol=1e-3)
+    fresh = gru()
+    with mock.patch("lmcourse.training.trainer.device", lambda: torch.device("cuda")):
+        history = Trainer(fresh, TRAIN, VALID, settings(epochs=1)).fit()
+    assert fresh.device.type == "cuda" and history.best["valid_ppl"] < history.start["valid_ppl"]
+    loaded, _ = load_checkpoint(save_checkpoint(tmp_path / "cuda.pt", fresh), map_location="cuda")
+    assert loaded.device.type == "cuda" and torch.equal(loaded.score(VALID), fresh.score(VALID))
