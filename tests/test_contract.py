@@ -126,6 +126,8 @@ def test_the_gru_keeps_the_contract_and_others_are_told_what_they_lack():
     check_neural(stray, "train")  # training needs no registration; storing does
     with pytest.raises(TypeError, match=r"lacks a registered kind \('never-registered' is not; call lmcourse.lm.register"):
         check_neural(stray, "checkpoint")
+    with pytest.raises(TypeError, match="registered kind"):  # before any training, not at the first save
+        Trainer(stray, TRAIN, VALID, settings(checkpoint="never-written.pt"))
 
 
 def test_no_class_test_is_left_in_training_or_adapt():

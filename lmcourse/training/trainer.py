@@ -82,6 +82,8 @@ class Trainer:
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}: "
                             "build one with TrainConfig(epochs=...).")
+        if config.checkpoint or config.out_dir:  # a run that stores its model: say so now, not after an epoch
+            check_neural(model, "checkpoint")
         V = model.config.vocab_size
         self.model, self.config = model, config
         self.train_tokens = self._stream(train, V, config.batch_size, "train", "batch_size")
