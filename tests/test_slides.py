@@ -1,6 +1,7 @@
 """The lessons' slide shows: the committed stamps are the declared demo paths, and stamping is idempotent."""
 import copy
 import json
+import re
 
 import pytest
 
@@ -100,3 +101,78 @@ def test_demo_length_counts_slides_and_stored_waits():
     assert (n["slides"], n["fragments"], n["live"], n["wait_s"]) == (2, 1, 1, 7.0)
     talk = slides.SPEAKING_S[slides.SLIDE] + slides.SPEAKING_S[slides.FRAGMENT] + slides.SPEAKING_S[slides.SUB]
     assert n["minutes"] == round((talk + 7) / 60, 1)
+
+
+# --- the static decks (make slides) ---------------------------------------------------------------
+
+def demo_images(nb, lesson):
+    """Pictures in the outputs of the cells on the demo path (a widget's output carries its picture)."""
+    path = dict(slides.DEMO[lesson])
+    return sum("image/png" in o.get("data", {}) for c in nb["cells"] if c["id"] in path for o in c.get("outputs", []))
+
+
+@pytest.fixture(scope="module")
+def decks(tmp_path_factory):
+    from lmcourse.course import deck
+
+    out = tmp_path_factory.mktemp("slides")
+    chosen = [p for p in LESSONS if lesson_id(p) in ("01", "05", "09")]  # a widget in 05, a leaderboard in 09
+    return out, chosen, deck.build(out, chosen, reveal=False)
+
+
+def test_each_deck_holds_the_demo_path_and_its_figures(decks):
+    out, chosen, built = decks
+    assert [d["file"] for d in built] == [f"{p.stem}.slides.html" for p in chosen]
+    for path, d in zip(chosen, built):
+        nb = read(path)
+        length = slides.demo_length(nb, lesson_id(path))
+        assert d["slides"] == length["slides"], f"{d['file']}: {d['slides']} slides, the demo path has {length['slides']}"
+        assert d["images"] == demo_images(nb, lesson_id(path)) > 0, f"{d['file']}: figures missing"
+        page = (out / d["file"]).read_text(encoding="utf-8")
+        for cell_id, kind in slides.DEMO[lesson_id(path)]:
+            cell = next(c for c in nb["cells"] if c["id"] == cell_id)
+            first = "".join(cell["source"]).splitlines()[:1]
+            if cell["cell_type"] == "markdown" and first and first[0].startswith("#"):
+                words = re.match(r"[\w ,]*", first[0].lstrip("#").strip())[0]  # the heading up to its first sign
+                assert words.strip() in page, f"{d['file']}: the slide of cell {cell_id} is missing"
+        assert "Exercise 1" not in page, f"{d['file']}: a skipped cell is in the deck"
+
+
+def test_decks_fetch_nothing(decks):
+    out, _, built = decks
+    for d in built:
+        page = (out / d["file"]).read_text(encoding="utf-8")
+        assert d["remote"] == [], f"{d['file']} loads {d['remote']}"
+        assert 'src="reveal.js/dist/reveal.js"' in page and 'href="reveal.js/dist/reveal.css"' in page
+        assert not re.search(r"""<(?:script|link)\b[^>]*(?:src|href)=["']?(?:https?:)?//""", page)
+    assert (out / "index.html").is_file()
+
+
+def test_reveal_is_unpacked_only_when_its_digest_matches(tmp_path, monkeypatch):
+    import hashlib
+    import io
+    import tarfile
+
+    from lmcourse.course import deck
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name in ("package/dist/reveal.js", "package/plugin/notes/notes.js", "package/README.md",
+                     "package/dist/../../escape.js"):
+            data = name.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    tarball = buffer.getvalue()
+    with pytest.raises(ValueError, match="sha256"):
+        deck.unpack_reveal(tarball, tmp_path / "reveal")
+    assert not (tmp_path / "reveal").exists()
+    monkeypatch.setattr(deck, "REVEAL_SHA256", hashlib.sha256(tarball).hexdigest())
+    home = deck.unpack_reveal(tarball, tmp_path / "reveal")
+    files = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
+    assert files == ["dist/reveal.js", "plugin/notes/notes.js"]
+    assert not (tmp_path / "escape.js").exists()
+    monkeypatch.setenv("LMCOURSE_REVEAL", str(home))
+    built = deck.build(tmp_path / "out", LESSONS[:1], mathjax=False)
+    assert (tmp_path / "out" / deck.REVEAL_DIR / "dist" / "reveal.js").read_text() == "package/dist/reveal.js"
+    assert built[0]["remote"] == []
