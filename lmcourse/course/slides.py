@@ -163,10 +163,12 @@ def stamp_file(path: Path) -> int:
 
 
 def _waits_s(cell: dict) -> float:
-    """Seconds the cell's stored progress bars took (``[mm:ss<``), 0 when it shows none."""
+    """Seconds the cell's stored outputs say it took: the longer of its progress bars' total (``[mm:ss<``)
+    and the times it printed (``... in 3.7 s``, which may include the bars); 0 when it shows neither."""
     text = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
                    for o in cell.get("outputs", []))
-    return float(sum(int(m) * 60 + int(s) for m, s in re.findall(r"\[(\d+):(\d\d)<", text)))
+    bars = sum(int(m) * 60 + int(s) for m, s in re.findall(r"\[(\d+):(\d\d)<", text))
+    return float(max(bars, sum(float(t) for t in re.findall(r"\bin (\d+(?:\.\d+)?) s\b", text))))
 
 
 def demo_length(nb: dict, lesson: str) -> dict:
