@@ -177,3 +177,16 @@ def test_reveal_is_unpacked_only_when_its_digest_matches(tmp_path, monkeypatch):
     built = deck.build(tmp_path / "out", LESSONS[:1], mathjax=False)
     assert (tmp_path / "out" / deck.REVEAL_DIR / "dist" / "reveal.js").read_text() == "package/dist/reveal.js"
     assert built[0]["remote"] == []
+
+
+def test_make_lessons_stamps_course_lessons_only_and_never_loses_a_run(tmp_path, monkeypatch):
+    path = LESSONS[0]
+    nb = read(path)
+    for cell in nb["cells"]:
+        cell["metadata"].pop("slideshow", None)
+    assert slides.stamp_lesson(nb, tmp_path / path.name) is None  # not a course lesson: left alone
+    assert all("slideshow" not in c["metadata"] for c in nb["cells"])
+    assert slides.stamp_lesson(nb, path) is None and slides.differences(nb, lesson_id(path)) == []
+    gone = slides.DEMO[lesson_id(path)][0][0]
+    nb["cells"] = [c for c in nb["cells"] if c["id"] != gone]
+    assert gone in slides.stamp_lesson(nb, path)

@@ -156,9 +156,11 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
             if store_outputs:
                 import nbformat
 
-                from .slides import stamp  # the demo path's slide types, as declared (lessons sits below slides)
-                stamp(nb, lesson_id(path))
+                from .slides import stamp_lesson  # the demo path's slide types (lessons sits below slides)
+                unstamped = stamp_lesson(nb, path)
                 nbformat.write(nb, str(path))
+                if unstamped:
+                    progress.write(f"{path.name}: {unstamped}")
                 for line in problems(nb):
                     progress.write(f"{path.name}: {line}")
             _record_time(scale, path, took)

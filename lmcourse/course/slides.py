@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .lessons import lesson_id, lessons
+from .lessons import NOTEBOOKS, lesson_id, lessons
 
 SLIDE, SUB, FRAGMENT, ON = "slide", "subslide", "fragment", "-"
 SKIP = "skip"
@@ -136,6 +136,18 @@ def stamp(nb: dict, lesson: str) -> int:
             show["slide_type"] = types[cell["id"]]
             changed += 1
     return changed
+
+
+def stamp_lesson(nb: dict, path: Path) -> Optional[str]:
+    """Stamp a course lesson (a notebook in ``notebooks/``) before ``make lessons`` saves it; None when done
+    or when ``path`` is no course lesson, else the sentence saying why not (the outputs are saved anyway)."""
+    if Path(path).resolve().parent != NOTEBOOKS.resolve():
+        return None
+    try:
+        stamp(nb, lesson_id(path))
+    except KeyError as err:
+        return f"slides not stamped: {err.args[0]}"
+    return None
 
 
 def differences(nb: dict, lesson: str) -> list[str]:
