@@ -8,16 +8,12 @@ no error, its pictures are drawn, and Shift+Enter on a slide's code cell runs it
 """
 import json
 import re
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 import student
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lmcourse.course import slides  # noqa: E402
+from lmcourse.course import slides  # the repository root is on the path: pytest runs as `python -m pytest`
 
 LESSON = "01_ngram_baseline.ipynb"  # quick at ci; a derivation, two figures and the number on its path
 LEAVES = "[...document.querySelectorAll('.reveal .slides section')].filter(s => !s.querySelector('section'))"
