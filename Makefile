@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: lab test unit notebooks bench warm lessons runs book clean-venv
+.PHONY: lab test unit notebooks bench warm lessons runs book slides clean-venv
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "lmcourse needs Python >= 3.10; this is " + sys.version.split()[0]'
@@ -42,6 +42,17 @@ runs: $(STAMP)
 # The lessons with their stored outputs as a static site in book/ (offline: images and MathJax included).
 book: $(STAMP)
 	$(BIN)/python -m lmcourse.course.book --out book
+
+# The lessons' demo paths as static reveal.js decks in slides/ (offline: reveal.js, MathJax and images included).
+# reveal.js comes once from the npm registry, pinned and checked by sha256, into .venv (lmcourse/course/deck.py).
+REVEAL_STAMP := $(VENV)/.installed-reveal
+
+$(REVEAL_STAMP): $(STAMP)
+	$(BIN)/python -m lmcourse.course.deck fetch
+	touch $(REVEAL_STAMP)
+
+slides: $(REVEAL_STAMP)
+	$(BIN)/python -m lmcourse.course.deck build --out slides $(LESSONS)
 
 bench: $(STAMP)
 	LMCOURSE_DATA=$${LMCOURSE_DATA:-../shared/data} $(BIN)/python benchmarks/run_all.py

@@ -116,6 +116,25 @@ _add("mos-code", "Yang, Dai", 2018, "mos: the mixture-of-softmaxes code (README,
 _add("dyneval-code", "Krause", 2018, "dynamic-evaluation: the code (README, dynamiceval.py)", "GitHub",
      "https://github.com/benkrause/dynamic-evaluation", "dynamic-evaluation code")
 
+_add("takase2018", "Takase, Suzuki, Nagata", 2018, "Direct output connection for a high-rank language model",
+     "EMNLP 2018", "https://arxiv.org/abs/1808.10143", "Takase et al. 2018")
+_add("gong2018", "Gong, He, Tan, Qin, Wang, Liu", 2018, "FRAGE: frequency-agnostic word representation",
+     "NeurIPS 2018", "https://arxiv.org/abs/1809.06858", "Gong et al. 2018")
+_add("press2019", "Press", 2019, "Partially shuffling the training data to improve language models", "arXiv:1903.04167",
+     "https://arxiv.org/abs/1903.04167", "Press 2019")
+_add("dai2019", "Dai, Yang, Yang, Carbonell, Le, Salakhutdinov", 2019,
+     "Transformer-XL: attentive language models beyond a fixed-length context", "ACL 2019",
+     "https://arxiv.org/abs/1901.02860", "Dai et al. 2019")
+_add("bai2019", "Bai, Kolter, Koltun", 2019, "Trellis networks for sequence modeling", "ICLR 2019",
+     "https://arxiv.org/abs/1810.06682", "Bai et al. 2019")
+_add("melis2020", "Melis, Kocisky, Blunsom", 2020, "Mogrifier LSTM", "ICLR 2020", "https://arxiv.org/abs/1909.01792",
+     "Melis et al. 2020")
+_add("melis2022", "Melis", 2022, "Circling back to recurrent models of language", "arXiv:2211.01848",
+     "https://arxiv.org/abs/2211.01848", "Melis 2022")
+_add("nlp-progress", "Ruder and contributors", 2022, "NLP-progress: language modeling (english/language_modeling.md)",
+     "GitHub", "https://github.com/sebastianruder/NLP-progress/blob/master/english/language_modeling.md",
+     "NLP-progress")
+
 
 def cite(key: str) -> str:
     """How the course cites a reference in running text: ``'Merity et al. 2018'``."""
@@ -141,6 +160,9 @@ class Published:
     def citation(self) -> str:
         return f"{cite(self.source)}, {self.where}"
 
+
+SINCE_2018 = "a record since 2018"  # the note of the rows after the models the course rebuilds
+_LISTED = "as listed in NLP-progress, language-modelling Table"  # checked against the papers' repositories
 
 PUBLISHED: list[Published] = [
     # Penn Treebank, word level, 10k vocabulary
@@ -180,6 +202,17 @@ PUBLISHED: list[Published] = [
     Published("ptb", "AWD-LSTM + MoS, before finetuning", 58.08, 55.97, "yang2018", "Table 1", "22M"),
     Published("ptb", "AWD-LSTM + MoS", 56.54, 54.44, "yang2018", "Table 1", "22M"),
     Published("ptb", "AWD-LSTM + MoS + dynamic evaluation", 48.33, 47.69, "yang2018", "Table 1", "22M"),
+    # Penn Treebank: the records since 2018 (refs: the NLP-progress table, checked against each repository)
+    Published("ptb", "AWD-LSTM-DOC", 54.12, 52.38, "takase2018", _LISTED, "23M", SINCE_2018),
+    Published("ptb", "AWD-LSTM-DOC + Partial Shuffle", 53.79, 52.0, "press2019", _LISTED, "23M", SINCE_2018),
+    Published("ptb", "FRAGE + AWD-LSTM-MoS", None, 53.31, "gong2018", _LISTED, "22M", SINCE_2018),
+    Published("ptb", "FRAGE + AWD-LSTM-MoS + dynamic evaluation", 47.38, 46.54, "gong2018", _LISTED, "22M", SINCE_2018),
+    Published("ptb", "Trellis network", None, 54.19, "bai2019", _LISTED, "34M", SINCE_2018),
+    Published("ptb", "Transformer-XL", None, 54.52, "dai2019", _LISTED, "24M", SINCE_2018),
+    Published("ptb", "Mogrifier LSTM", 51.4, 50.1, "melis2020", _LISTED, "24M", SINCE_2018),
+    Published("ptb", "Mogrifier LSTM + dynamic evaluation", 44.9, 44.8, "melis2020", _LISTED, "24M", SINCE_2018),
+    Published("ptb", "Mogrifier RLSTM", 48.9, 47.9, "melis2022", _LISTED, "24M", SINCE_2018),
+    Published("ptb", "Mogrifier RLSTM + dynamic evaluation", 42.9, 42.9, "melis2022", _LISTED, "24M", SINCE_2018),
     # WikiText-2, word level, 33,278 vocabulary
     Published("wikitext-2", "LSTM", None, 99.3, "grave2017", "Table 2"),
     Published("wikitext-2", "LSTM + neural cache, 100 states", None, 81.6, "grave2017", "Table 2"),
@@ -199,6 +232,15 @@ PUBLISHED: list[Published] = [
     Published("wikitext-2", "AWD-LSTM + MoS, before finetuning", 66.01, 63.33, "yang2018", "Table 2", "35M"),
     Published("wikitext-2", "AWD-LSTM + MoS", 63.88, 61.45, "yang2018", "Table 2", "35M"),
     Published("wikitext-2", "AWD-LSTM + MoS + dynamic evaluation", 42.41, 40.68, "yang2018", "Table 2", "35M"),
+    # WikiText-2: the records since 2018
+    Published("wikitext-2", "AWD-LSTM-DOC", None, 58.03, "takase2018", _LISTED, "37M", SINCE_2018),
+    Published("wikitext-2", "AWD-LSTM-DOC + Partial Shuffle", None, 57.85, "press2019", _LISTED, "", SINCE_2018),
+    Published("wikitext-2", "FRAGE + AWD-LSTM-MoS + dynamic evaluation", None, 39.14, "gong2018", _LISTED, "",
+              SINCE_2018),
+    Published("wikitext-2", "Mogrifier LSTM", None, 55.1, "melis2020", _LISTED, "35M", SINCE_2018),
+    Published("wikitext-2", "Mogrifier LSTM + dynamic evaluation", None, 38.6, "melis2020", _LISTED, "35M", SINCE_2018),
+    Published("wikitext-2", "Mogrifier RLSTM", None, 55.0, "melis2022", _LISTED, "24M", SINCE_2018),
+    Published("wikitext-2", "Mogrifier RLSTM + dynamic evaluation", None, 38.0, "melis2022", _LISTED, "24M", SINCE_2018),
 ]
 
 

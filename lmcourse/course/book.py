@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..errors import MissingFileError
 from .lessons import NOTEBOOKS, lessons
 from .outputs import STAMP
 
@@ -93,8 +94,10 @@ def _link_pages(page: str) -> str:
                   page)
 
 
-def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True) -> list[dict]:
-    """Write the site into ``out``; one dict per lesson page: file, title, scale, images, widgets."""
+def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: bool = True) -> list[dict]:
+    """Write the site into ``out``; one dict per lesson page: file, title, scale, images, widgets.
+
+    With ``results`` it also writes the results page (:mod:`lmcourse.course.results_page`), linked from the index."""
     import jinja2
     import nbformat
     from nbconvert import HTMLExporter
@@ -119,11 +122,14 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True) -> list[d
         stamp = nb.metadata.get(STAMP) or {}
         pages.append({"file": page.name, "title": title_of(nb, path.stem), "summary": summary_of(nb),
                       "scale": stamp.get("scale"), "images": len(re.findall(r'<img [^>]*src="data:image/', body)), "widgets": widgets})
-    (out / "index.html").write_text(index_page(pages, mathjax=source is not None), encoding="utf-8")
+    if results:
+        from .results_page import write as write_results
+        write_results(out)
+    (out / "index.html").write_text(index_page(pages, mathjax=source is not None, results=results), encoding="utf-8")
     return pages
 
 
-def index_page(pages: list[dict], mathjax: bool) -> str:
+def index_page(pages: list[dict], mathjax: bool, results: bool = False) -> str:
     """The site's front page: the lessons in order, each linked, with its first paragraph."""
     import mistune
 
@@ -150,6 +156,8 @@ code {{ background: #f3f3f3; padding: 0 3px; }}
 <p>{len(pages)} lessons, each a notebook with its outputs as stored. {ran} To run them yourself, clone the
 repository and run <code>make lab</code>; the sliders and boxes shown here as pictures move there.</p>
 {note}
+{'<p><a href="results.html"><strong>Results</strong></a>: the course&rsquo;s ladder beside the papers&rsquo; numbers, '
+ 'and each lesson&rsquo;s headline numbers.</p>' if results else ''}
 <ol>{items}</ol>
 </body></html>
 """
@@ -166,7 +174,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    pages = build(Path(args.out), paths)
+    try:
+        pages = build(Path(args.out), paths)
+    except MissingFileError as err:  # the results page reads the committed reference runs
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     for p in pages:
         print(f"{p['file']:<36} {p['images']:3d} images  {p['widgets']} widgets as pictures")
     if mathjax_source() is None:

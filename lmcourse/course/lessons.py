@@ -12,8 +12,9 @@ outputs away: a lesson trains each of its long runs the first time and stores it
 One progress bar runs over all the lessons, its total in estimated seconds (each lesson's measured
 time on this machine when known, else :data:`ESTIMATE_S`), so its time estimate is honest from
 the start. ``store`` executes the lessons and saves them with their outputs: the kernel name a
-fresh JupyterLab writes, each progress bar in its final state, and a stamp in the metadata
-(:data:`lmcourse.course.outputs.STAMP`) that says which scale and which execution path made them.
+fresh JupyterLab writes, each progress bar in its final state, a stamp in the metadata
+(:data:`lmcourse.course.outputs.STAMP`) that says which scale and which execution path made them, and
+each cell's slide type as :mod:`lmcourse.course.slides` declares it.
 
 ``runs`` regenerates the reference runs committed in ``reference_runs/`` (see
 :mod:`lmcourse.training.reference_runs`): it executes, at ``cpu`` scale, each lesson that stores runs,
@@ -154,7 +155,12 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
             nb, took = execute(path, scale, env=env)
             if store_outputs:
                 import nbformat
+
+                from .slides import stamp_lesson  # the demo path's slide types (lessons sits below slides)
+                unstamped = stamp_lesson(nb, path)
                 nbformat.write(nb, str(path))
+                if unstamped:
+                    progress.write(f"{path.name}: {unstamped}")
                 for line in problems(nb):
                     progress.write(f"{path.name}: {line}")
             _record_time(scale, path, took)

@@ -1,0 +1,228 @@
+"""Every lesson as a slide show: the demo path, declared here and stamped onto the notebooks.
+
+A lesson is presented live in JupyterLab with RISE (``jupyterlab_rise``): Alt+R turns the notebook into
+reveal.js slides, and each cell becomes what its ``metadata.slideshow.slide_type`` says. The
+**demo path** of a lesson is the ten minutes an instructor shows: the claim, the derivation on screen,
+the figure, the widget and the number that matters. Every other cell is ``skip``: it stays in the
+notebook, runs with Run All, and is not shown in the slide view.
+
+The path is declared below as cell ids (cells carry stable ``id``s), one tuple per lesson, each entry
+``(cell id, slide type)`` with the types of RISE and nbconvert:
+
+- ``slide``: a new slide (left-right); ``subslide``: a new slide below it (up-down);
+- ``fragment``: appears on the next key press on the same slide; ``-``: continues the slide.
+
+Because other edits move and add cells, the stamps are written by a command that can be re-run at any
+time (``make lessons`` runs it before saving), and ``tests/test_slides.py`` fails when a committed
+notebook's stamps differ from this declaration or a declared id no longer exists::
+
+    python -m lmcourse.course.slides stamp [LESSON ...]     # write the declared stamps (idempotent)
+    python -m lmcourse.course.slides check [LESSON ...]     # status 1 when a notebook differs
+    python -m lmcourse.course.slides summary [LESSON ...]   # each demo path: slides and minutes
+
+A demo path runs from the stored runs: after Run All (which loads them), every code cell on it answers
+within about ten seconds at ``cpu``; the cells that train when no stored run matches are off the path.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .lessons import NOTEBOOKS, lesson_id, lessons
+
+SLIDE, SUB, FRAGMENT, ON = "slide", "subslide", "fragment", "-"
+SKIP = "skip"
+TYPES = (SLIDE, SUB, FRAGMENT, ON, "notes", SKIP)
+# Presenting time, in seconds, by what a key press brings: a new slide is talked through, a fragment
+# adds a sentence; the waits of the cells themselves are read from the stored outputs (progress bars).
+SPEAKING_S = {SLIDE: 60, SUB: 45, FRAGMENT: 20, ON: 0}
+
+DEMO: dict[str, tuple[tuple[str, str], ...]] = {
+    "01": (("c000", SLIDE), ("c006", SLIDE),                                  # the claim; score() and perplexity
+           ("c010", SLIDE), ("c013", FRAGMENT),                               # add-k, best k per order (figure)
+           ("c016", SLIDE), ("c017", FRAGMENT), ("c018", FRAGMENT),           # Kneser-Ney derived on screen
+           ("c021", SLIDE), ("c022", ON), ("c023", FRAGMENT),                 # perplexity against order (figure)
+           ("c025", SLIDE), ("c026", ON),                                     # samples
+           ("c028", SLIDE), ("c029", SLIDE)),                                 # the numbers; what to take away
+    "02": (("c000", SLIDE), ("c003", SLIDE), ("c004", FRAGMENT),              # the claim; the equations, coded
+           ("c005", SLIDE), ("c006", ON), ("c007", FRAGMENT),                 # checked against torch.nn.LSTM
+           ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # gradient against lag (figure)
+           ("c012", SLIDE), ("c013", ON),                                     # the forget bias decides
+           ("c020", SLIDE), ("c021", ON), ("c022", FRAGMENT)),                # clipping, measured (figure)
+    "02b": (("c000", SLIDE), ("c009", SLIDE),                                 # the claim; samples as training goes
+            ("c010", SLIDE), ("c011", FRAGMENT),                              # bits per character beside KN (figure)
+            ("c016", SLIDE), ("c018", SLIDE), ("c019", ON), ("c020", ON),     # decoding; the temperature slider
+            ("c029", SLIDE), ("c030", ON), ("c031", FRAGMENT),                # the forget gates learned (figure)
+            ("c032", SLIDE), ("c035", ON), ("c036", FRAGMENT),                # agreement at a distance (figure)
+            ("c038", SLIDE)),                                                 # what to take away
+    "03": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # standard against locked masks
+           ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # embedding dropout (figure)
+           ("c018", SLIDE), ("83e6867b", SLIDE), ("bcd15267", ON),            # six regimes; the end of training
+           ("d06a776c", SLIDE), ("473429c6", ON), ("f2b5e451", FRAGMENT),     # the curves, the gap closing
+           ("e8a10b93", SLIDE), ("ca7e9f15", ON),                             # beside the literature
+           ("3e7cfcdb", SLIDE)),                                              # what to take away
+    "04": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # one Parameter, two uses
+           ("c010", SLIDE), ("c011", ON),                                     # parameters saved (figure)
+           ("c014", SLIDE), ("c018", SLIDE), ("c019", FRAGMENT),              # tied against untied, seeds' spread
+           ("30c3984b", SLIDE), ("61d65c4d", ON), ("28b7b144", FRAGMENT),     # where it pays: rare words
+           ("c025", SLIDE), ("c026", ON),                                     # the neighbours explorer
+           ("c029", SLIDE)),                                                  # what to take away
+    "05": (("89c26d93", SLIDE), ("c986541b", SLIDE),                          # the claim; the true matrix A
+           ("463a024d", SLIDE), ("33ccfe1e", ON),                             # rank(HW^T) <= d (spectra)
+           ("78ca01a2", SLIDE), ("d2a5732d", ON), ("43614684", FRAGMENT),     # the rank of the truth
+           ("c3346220", SLIDE), ("b5df1043", ON), ("11793a5d", FRAGMENT),     # KL against d (figure)
+           ("5ffab446", SLIDE), ("a6c8e787", ON),                             # the rank explorer
+           ("23a09c93", SLIDE), ("ad26da86", ON),                             # trained models
+           ("f4ae59d1", SLIDE)),                                              # what to take away
+    "06": (("a744e7a0", SLIDE), ("4c64e531", ON),                             # the claim and the papers' gain
+           ("5f0dc960", SLIDE), ("e82eebde", ON),                             # the mixture, written out
+           ("ba7fc8ec", SLIDE), ("cc403cd4", ON), ("bf2eaf4e", FRAGMENT),     # its rank beyond d (spectra)
+           ("b75dfd2e", SLIDE), ("0c4a3760", ON), ("202629da", FRAGMENT),     # fitted to the truth
+           ("650ae526", SLIDE), ("2132f411", ON),                             # trained side by side (figure)
+           ("9a0bb91e", SLIDE), ("ee747ec7", ON), ("22c117c8", FRAGMENT),     # where it helps: the lookups
+           ("4c018c35", SLIDE), ("efc2c487", ON),                             # the cost, measured
+           ("a99d6553", SLIDE), ("894a0243", ON)),                            # what to take away
+    "07": (("d41f2d57", SLIDE), ("b0ede868", ON),                             # the claim; the papers' gains
+           ("8854e16b", SLIDE), ("41accb49", ON), ("35247d34", FRAGMENT), ("dd6a6dbf", ON),  # the cache, coded
+           ("a8c7a4f4", SLIDE), ("25c8e368", ON), ("33b7a233", FRAGMENT),     # theta and lambda (heat map)
+           ("d7f6f724", SUB), ("822d6fef", FRAGMENT),                         # perplexity against the window
+           ("233032af", SLIDE), ("7838bead", ON), ("c8f5c4c3", FRAGMENT),     # who gains: names
+           ("52892dca", SLIDE), ("1f06da74", ON), ("0da882bc", ON),           # the attention explorer
+           ("b85879bd", SLIDE)),                                              # what to take away
+    "08": (("ac77f668", SLIDE),                                               # the claim
+           ("7678d48d", SLIDE), ("c0f0fd2f", ON),                             # the update rule, by hand
+           ("006149ba", SLIDE), ("c3afca99", FRAGMENT),                       # why the order matters
+           ("578694f1", SLIDE), ("2ec45947", FRAGMENT),                       # the rates, tuned (figure)
+           ("32878f15", SLIDE), ("0ddf8d95", ON),                             # static against dynamic
+           ("51e948dc", SLIDE), ("d2c3f745", ON),                             # where in a document
+           ("098f1f56", SLIDE), ("5611ee92", ON),                             # with the cache on top
+           ("e1f5e069", SLIDE), ("16dc4f23", ON),                             # the cost
+           ("c7ae9622", SLIDE)),                                              # what to take away
+    "09": (("8b6c15ea", SLIDE),                                               # the claim: the ladder
+           ("5eb86e4a", SLIDE), ("9afd36b8", ON),                             # NT-ASGD's trigger on screen
+           ("8fc0ba4d", SLIDE), ("61091d21", ON),                             # variable BPTT (figure)
+           ("e48560dc", SLIDE), ("03c39d8f", ON), ("005d8411", FRAGMENT), ("59a3d7da", ON),  # the ladder
+           ("f502e3df", SLIDE), ("f46a2800", ON),                             # every validation curve
+           ("b2424505", SLIDE), ("6572db77", ON),                             # beside the papers
+           ("f0bde711", SLIDE)),                                              # what to take away
+}
+
+
+def declared(lesson: str, cell_ids: Sequence[str]) -> dict[str, str]:
+    """``{cell id: slide type}`` for every cell of a lesson: its demo path as declared, the rest ``skip``."""
+    if lesson not in DEMO:
+        raise KeyError(f"Lesson {lesson} has no demo path: declare one in lmcourse/course/slides.py (DEMO).")
+    path = dict(DEMO[lesson])
+    missing = [c for c in path if c not in cell_ids]
+    if missing:
+        raise KeyError(f"Lesson {lesson}'s demo path names cells it no longer has ({', '.join(missing)}): "
+                       "update DEMO in lmcourse/course/slides.py to the notebook's current cell ids.")
+    return {c: path.get(c, SKIP) for c in cell_ids}
+
+
+def stamp(nb: dict, lesson: str) -> int:
+    """Write the declared ``slideshow.slide_type`` onto every cell of ``nb`` (a notebook as a dict);
+    returns how many cells changed. Stamping twice changes nothing the second time."""
+    types = declared(lesson, [c["id"] for c in nb["cells"]])
+    changed = 0
+    for cell in nb["cells"]:
+        show = cell["metadata"].setdefault("slideshow", {})
+        if show.get("slide_type") != types[cell["id"]]:
+            show["slide_type"] = types[cell["id"]]
+            changed += 1
+    return changed
+
+
+def stamp_lesson(nb: dict, path: Path) -> Optional[str]:
+    """Stamp a course lesson (a notebook in ``notebooks/``) before ``make lessons`` saves it; None when done
+    or when ``path`` is no course lesson, else the sentence saying why not (the outputs are saved anyway)."""
+    if Path(path).resolve().parent != NOTEBOOKS.resolve():
+        return None
+    try:
+        stamp(nb, lesson_id(path))
+    except KeyError as err:
+        return f"slides not stamped: {err.args[0]}"
+    return None
+
+
+def differences(nb: dict, lesson: str) -> list[str]:
+    """One line per cell whose stamp is not the declared one (empty: the notebook is as declared)."""
+    types = declared(lesson, [c["id"] for c in nb["cells"]])
+    return [f"cell {c['id']}: {c['metadata'].get('slideshow', {}).get('slide_type')!r}, declared {types[c['id']]!r}"
+            for c in nb["cells"] if c["metadata"].get("slideshow", {}).get("slide_type") != types[c["id"]]]
+
+
+def _write(nb: dict, path: Path) -> None:
+    """Atomically, in nbformat's layout (indent 1, keys sorted, UTF-8, a final newline)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def stamp_file(path: Path) -> int:
+    """Stamp the notebook at ``path`` in place (written only when a stamp changed); cells changed."""
+    path = Path(path)
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    changed = stamp(nb, lesson_id(path))
+    if changed:
+        _write(nb, path)
+    return changed
+
+
+def _waits_s(cell: dict) -> float:
+    """Seconds the cell's stored outputs say it took: the longer of its progress bars' total (``[mm:ss<``)
+    and the times it printed (``... in 3.7 s``, which may include the bars); 0 when it shows neither."""
+    text = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                   for o in cell.get("outputs", []))
+    bars = sum(int(m) * 60 + int(s) for m, s in re.findall(r"\[(\d+):(\d\d)<", text))
+    return float(max(bars, sum(float(t) for t in re.findall(r"\bin (\d+(?:\.\d+)?) s\b", text))))
+
+
+def demo_length(nb: dict, lesson: str) -> dict:
+    """The demo path's length: ``slides`` (key presses to a new slide), ``fragments``, ``live`` code
+    cells, ``wait_s`` (their longest stored wait) and ``minutes`` (talk plus waits)."""
+    path = dict(DEMO[lesson])
+    cells = [c for c in nb["cells"] if c["id"] in path]
+    kinds = [path[c["id"]] for c in cells]
+    waits = [_waits_s(c) for c in cells if c["cell_type"] == "code"]
+    seconds = sum(SPEAKING_S.get(k, 0) for k in kinds) + sum(waits)
+    return {"slides": sum(k in (SLIDE, SUB) for k in kinds), "fragments": kinds.count(FRAGMENT),
+            "live": len(waits), "wait_s": max(waits, default=0.0), "minutes": round(seconds / 60, 1)}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.slides", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("stamp", "check", "summary"))
+    parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
+    args = parser.parse_args(argv)
+    try:
+        paths = lessons(args.lessons)
+        status = 0
+        for path in paths:
+            if args.command == "stamp":
+                print(f"{path.name:<36} {stamp_file(path):3d} cells stamped")
+                continue
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            if args.command == "check":
+                for line in differences(nb, lesson_id(path)):
+                    print(f"{path.name}: {line}")
+                    status = 1
+            else:
+                n = demo_length(nb, lesson_id(path))
+                print(f"{path.name:<36} {n['slides']:2d} slides, {n['fragments']:2d} fragments, {n['live']:2d} live "
+                      f"cells (longest stored wait {n['wait_s']:.0f} s): about {n['minutes']:.0f} min")
+    except (KeyError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
+        return 2
+    if status:
+        print("run: python -m lmcourse.course.slides stamp", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
