@@ -13,7 +13,7 @@ from lmcourse.training.trainer import TrainConfig, Trainer
 from lmcourse.vocab import Vocab
 
 V = 29
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+cuda = pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 
 
 def inputs(N=7, K=3, E=5, V_=V, dtype=torch.float64, scale=1.0, seed=0, device="cpu"):
