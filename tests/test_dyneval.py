@@ -296,13 +296,14 @@ def test_step_interface_reproduces_score(model, stats):
     assert (got - static).abs().max() > 1e-3  # the rows adapted
 
 
-def test_step_interface_never_hands_views_to_functional_call(model, stats, monkeypatch):
-    """cuDNN's LSTM re-flattens substituted weights with ``set_``, refused on a ``.detach()`` view."""
+def test_step_interface_never_hands_aliases_of_the_model_to_functional_call(model, stats, monkeypatch):
+    """cuDNN's LSTM re-flattens substituted weights with ``set_``: each must own its memory, none alias the model."""
     seen = []
     real = dyneval.functional_call
+    owned = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
     def spy(net, weights, args):
-        seen.extend(w._is_view() for w in weights.values())
+        seen.extend(w.untyped_storage().data_ptr() in owned or w._is_view() for w in weights.values())
         return real(net, weights, args)
 
     monkeypatch.setattr(dyneval, "functional_call", spy)
