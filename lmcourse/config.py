@@ -12,6 +12,7 @@ Every notebook's parameter cell reads `SCALE` and `DATASET`:
 - ``LMCOURSE_CACHE``: where generated corpora and downloads are cached when ``LMCOURSE_DATA`` is
   read-only (default: the repository's ``data/``, else ``~/.cache/lmcourse``).
 - ``LMCOURSE_DEVICE``: ``cpu``, ``cuda`` or ``cuda:N`` overrides the device (default: CUDA when present).
+- ``LMCOURSE_DIST_BACKEND``: under ``torchrun``, ``nccl`` or ``gloo`` (default: NCCL with CUDA, else gloo).
 - ``LMCOURSE_DIST_TIMEOUT``: under ``torchrun``, the seconds a process waits for the others before it
   gives up and names the one that stopped answering (default 300).
 
@@ -209,12 +210,27 @@ def dist_timeout() -> float:
     return value
 
 
+DIST_BACKENDS = ("nccl", "gloo")
+
+
+def dist_backend() -> Optional[str]:
+    """The process-group backend ``LMCOURSE_DIST_BACKEND`` names (``nccl`` or ``gloo``), or None for the default
+    (NCCL with CUDA, else gloo). gloo also carries CUDA tensors: two processes on one GPU, which NCCL refuses."""
+    raw = os.environ.get("LMCOURSE_DIST_BACKEND", "").strip().lower()
+    if not raw:
+        return None
+    if raw not in DIST_BACKENDS:
+        raise ConfigError(f"LMCOURSE_DIST_BACKEND={raw!r} is not a backend: set it to nccl or gloo, or unset it.")
+    return raw
+
+
 def check_environment() -> None:
     """Raise a :class:`ConfigError` for the first unusable ``LMCOURSE_*`` setting, if any."""
     scale()
     dataset()
     device()
     dist_timeout()
+    dist_backend()
     if os.environ.get("LMCOURSE_CACHE"):
         cache_dir()
     if os.environ.get("LMCOURSE_DATA"):

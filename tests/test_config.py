@@ -96,3 +96,13 @@ def test_tf32_is_an_explicit_setting():
             config.set_tf32("yes")
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def test_the_process_group_backend_is_named_or_default(monkeypatch):
+    monkeypatch.delenv("LMCOURSE_DIST_BACKEND", raising=False)
+    assert config.dist_backend() is None
+    monkeypatch.setenv("LMCOURSE_DIST_BACKEND", "GLOO")
+    assert config.dist_backend() == "gloo"
+    monkeypatch.setenv("LMCOURSE_DIST_BACKEND", "mpi")
+    with pytest.raises(ConfigError, match=r"LMCOURSE_DIST_BACKEND='mpi' is not a backend: set it to nccl or gloo"):
+        config.dist_backend()
