@@ -1,0 +1,325 @@
+"""`make gpu-check`: the course's GPU path checked in one command, in at most 8 minutes on one GPU.
+
+Two tracks run side by side. The lesson track executes every lesson headless at ``cpu`` scale on
+CUDA, a few at a time, each in its own process. The main track runs, one after another:
+
+- ``cuda-tests``: every test marked ``cuda`` (``pytest -m cuda``), TF32 off;
+- ``epoch <preset>``: one epoch of ``awd-lstm-ptb``, ``awd-lstm-wt2`` and ``mos-ptb`` at full size,
+  with tokens per second and the first epoch's validation perplexity;
+- ``finetune``: the ASGD finetuning preset from the one-epoch PTB run (a cut of the text);
+- ``evaluate``: that run scored with the neural cache over dynamic evaluation;
+- ``ddp``: two data-parallel ranks on one GPU, NCCL first; when NCCL refuses, gloo over CUDA tensors,
+  and NCCL's refusal is reported in the table.
+
+Each part is a child process with its own time limit (never past the global deadline); its output
+goes to ``<out>/<part>.log``. One table is printed and written to ``<out>/table.md`` (and
+``results.json``) even when parts fail or run out of time; the exit status is 1 when any part did
+not pass. Without CUDA the check says so in one sentence and exits 0. ``--device cpu`` runs the same
+mechanics tiny on the CPU (ci-sized presets on the embedded corpus, lesson 01 at ``ci``), to test
+the check itself without a GPU.
+
+    python benchmarks/gpu_check.py --out gpu-check          # on a CUDA machine (make gpu-check)
+    python benchmarks/gpu_check.py --device cpu --out /tmp/x  # the dry run
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+BUDGET_S = 470  # the whole check, under the 8 minutes it promises
+PRESETS = ("awd-lstm-ptb", "awd-lstm-wt2", "mos-ptb")
+REFERENCE_EPOCH_S = 65.0  # awd-lstm-lm README: about 65 s per PTB epoch on a Quadro GP100, batch 20
+CUT = ["--set", "train_tokens=100000", "--set", "valid_tokens=10000", "--set", "test_tokens=10000"]
+
+
+@dataclass
+class Part:
+    """One line of the table: a child process, its limit, and what it measured."""
+
+    name: str
+    argv: list
+    limit_s: float
+    env: dict = field(default_factory=dict)
+    status: str = "not run"  # pass | FAIL | TIMEOUT | not run
+    seconds: float = 0.0
+    note: str = ""
+    measured: dict = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ running one part
+
+def child_env(extra: dict) -> dict:
+    """The environment of a part: this repository first on PYTHONPATH, one-sentence errors, ``extra`` on top."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("OMP_NUM_THREADS", "4")
+    env.setdefault("LMCOURSE_DIST_TIMEOUT", "60")
+    env.update(extra)
+    return env
+
+
+def run_part(part: Part, out: Path, deadline: float) -> Part:
+    """Run ``part`` in its own process group, at most ``part.limit_s`` seconds and never past ``deadline``."""
+    limit = min(part.limit_s, deadline - time.monotonic())
+    log = out / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', part.name)}.log"
+    if limit < 5:
+        part.status, part.note = "not run", "no time left in the check's budget"
+        return part
+    start = time.monotonic()
+    with open(log, "w") as sink:
+        sink.write("$ " + " ".join(map(str, part.argv)) + "\n")
+        sink.flush()
+        child = subprocess.Popen(part.argv, cwd=REPO, env=child_env(part.env), stdout=sink,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = child.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            _stop(child)
+            rc = None
+    part.seconds = round(time.monotonic() - start, 1)
+    text = log.read_text(errors="replace")
+    if rc is None:
+        part.status, part.note = "TIMEOUT", f"stopped after {limit:.0f} s"
+    else:
+        part.status = "pass" if rc == 0 else "FAIL"
+        if rc != 0:
+            part.note = last_error(text) or f"exit status {rc}"
+    part.measured.update(measure(text))
+    return part
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """End the part's whole process group (its kernels and ranks too): TERM, then KILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            child.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def last_error(text: str) -> str:
+    """The most telling line of a failed part's log: an ``error:`` line, else the last exception or failure."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for pattern in (r"^error: ", r"Error\b|Exception\b|^FAILED ", r"failed|refused"):
+        hits = [line for line in lines if re.search(pattern, line)]
+        if hits:
+            return hits[-1][:160]
+    return lines[-1][:160] if lines else ""
+
+
+def measure(text: str) -> dict:
+    """What a part printed that the table reads: pytest's counts, a train/evaluate JSON line, the tokens."""
+    found = {}
+    counts = re.findall(r"(\d+) (passed|failed|skipped|deselected|errors?)", text)
+    if counts:
+        found["tests"] = ", ".join(f"{n} {word}" for n, word in counts if word != "deselected")
+    lesson = re.search(r"^executed in ([\d.]+) s$", text, re.M)
+    if lesson:
+        found["lesson_s"] = float(lesson[1])
+    tokens = re.search(r"([\d,]+) training tokens", text)
+    if tokens:
+        found["train_tokens"] = int(tokens[1].replace(",", ""))
+    for line in text.splitlines():
+        if line.startswith("{") and line.rstrip().endswith("}"):
+            try:
+                found.update(json.loads(line))
+            except ValueError:
+                pass
+    return found
+
+
+# ------------------------------------------------------------------------------------- the plan
+
+def python() -> list:
+    return [sys.executable]
+
+
+def lesson_parts(names: Sequence[str], scale: str, device: str, limit_s: float, threads: int) -> list:
+    """One part per lesson: executed headless in a fresh kernel at ``scale`` on ``device``."""
+    sys.path.insert(0, str(REPO))
+    from lmcourse.course.lessons import lessons
+
+    code = ("import sys; from pathlib import Path; from lmcourse.course.lessons import execute; "
+            "_, s = execute(Path(sys.argv[1]), sys.argv[2]); print(f'executed in {s:.1f} s')")
+    return [Part(f"lesson {path.stem}", python() + ["-c", code, str(path), scale], limit_s,
+                 env={"LMCOURSE_DEVICE": device, "OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg"})
+            for path in lessons(names)]
+
+
+def tests_part(device: str) -> Part:
+    """Every test marked ``cuda`` (skipped, with their reason, on the CPU)."""
+    return Part("cuda-tests", python() + ["-m", "pytest", "tests", "-m", "cuda", "-q", "-rs"], 150,
+                {"LMCOURSE_DEVICE": device})
+
+
+def train_parts(device: str, work: Path, tiny: bool) -> list:
+    """The presets' first epochs at full size, ASGD finetuning, and evaluation with the cache and dyneval."""
+    env = {"LMCOURSE_DEVICE": device}
+    scale = ["--scale", "ci", "--data", "embedded"] if tiny else ["--scale", "gpu"]
+    train = python() + ["-m", "lmcourse", "train", "--quiet", "--overwrite"]
+    cut = [] if tiny else CUT
+    parts = []
+    for preset in PRESETS:
+        argv = train + ["--preset", preset, *scale, "--set", "epochs=1", "--out", str(work / preset)]
+        parts.append(Part(f"epoch {preset}", argv, 60 if tiny else 170, env))
+    finetune = work / "awd-lstm-ptb-finetune"
+    parts.append(Part("finetune (ASGD)", train + ["--preset", "awd-lstm-ptb-finetune", *scale, "--from",
+                                                  str(work / "awd-lstm-ptb"), "--set", "epochs=2", *cut,
+                                                  "--out", str(finetune)], 60 if tiny else 90, env))
+    parts.append(Part("evaluate --cache --dyneval", python() + ["-m", "lmcourse", "evaluate", str(finetune),
+                                                                 "--cache", "--dyneval"], 60 if tiny else 90, env))
+    return parts
+
+
+def ddp_part(backend: str, device: str, work: Path, tiny: bool) -> Part:
+    """Two ranks of ``torchrun`` on one device, training the PTB recipe's cpu-sized model for an epoch."""
+    data = ["--data", "embedded"] if tiny else []
+    argv = python() + ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "lmcourse", "train",
+                       "--quiet", "--overwrite", "--preset", "awd-lstm-ptb", "--scale", "ci" if tiny else "cpu", *data,
+                       "--set", "epochs=1", "--out", str(work / f"ddp-{backend}")]
+    return Part(f"ddp 2 ranks ({backend})", argv, 60 if tiny else 90,
+                {"LMCOURSE_DEVICE": device, "LMCOURSE_DIST_BACKEND": backend, "OMP_NUM_THREADS": "2"})
+
+
+def run_ddp(device: str, work: Path, out: Path, deadline: float, tiny: bool) -> list:
+    """NCCL first on a GPU; when it refuses two ranks on one GPU, gloo over the same CUDA tensors."""
+    if device == "cpu":
+        return [run_part(ddp_part("gloo", device, work, tiny), out, deadline)]
+    nccl = run_part(ddp_part("nccl", device, work, tiny), out, deadline)
+    if nccl.status == "pass":
+        return [nccl]
+    nccl.status, nccl.note = "refused", f"NCCL refused: {nccl.note}"  # measured, not a failure of the course
+    return [nccl, run_part(ddp_part("gloo", device, work, tiny), out, deadline)]
+
+
+# ---------------------------------------------------------------------------------------- table
+
+def describe(part: Part) -> str:
+    """The measurement column: tests' counts, or tokens/s, epoch time and validation perplexity."""
+    m = part.measured
+    bits = []
+    if "tests" in m:
+        bits.append(m["tests"])
+    if m.get("seconds_per_epoch"):
+        spe = m["seconds_per_epoch"]
+        if m.get("train_tokens"):
+            bits.append(f"{m['train_tokens'] / spe:,.0f} tok/s")
+        bits.append(f"{spe:.1f} s/epoch")
+        if part.name == "epoch awd-lstm-ptb" and m.get("scale") == "gpu":
+            bits.append(f"reference code: {REFERENCE_EPOCH_S:.0f} s on a GP100")
+    if m.get("valid_ppl") is not None:
+        bits.append(f"valid ppl {m['valid_ppl']:.2f}")
+    if "base_valid_ppl" in m:
+        bits.append(f"alone {m['base_valid_ppl']:.2f}")
+    if "lesson_s" in m:
+        bits.append(f"kernel ran {m['lesson_s']:.1f} s")
+    if "world_size" in m:
+        bits.append(f"world {m['world_size']}")
+    return "; ".join(bits)
+
+
+def table(parts: Sequence[Part], header: str) -> str:
+    """The check's one table, in Markdown."""
+    rows = [header, "", "| part | status | seconds | measured | note |", "|---|---|---:|---|---|"]
+    for p in parts:
+        note = p.note.replace("|", "/")
+        rows.append(f"| {p.name} | {p.status} | {p.seconds:.1f} | {describe(p)} | {note} |")
+    return "\n".join(rows) + "\n"
+
+
+def failed(parts: Sequence[Part]) -> list:
+    """Parts that make the check fail: anything but a pass, except NCCL's measured refusal."""
+    return [p for p in parts if p.status not in ("pass", "refused")]
+
+
+# ------------------------------------------------------------------------------------------ main
+
+def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="gpu-check", help="folder for table.md, results.json and each part's log")
+    p.add_argument("--device", default="cuda", help="cuda (the check) or cpu (the same mechanics, tiny)")
+    p.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for the whole check")
+    p.add_argument("--lessons", nargs="*", default=None, help="lesson numbers (default: all; 01 with --device cpu)")
+    p.add_argument("--parallel", type=int, default=4, help="lessons run at once")
+    p.add_argument("--skip", nargs="*", default=[], choices=("tests", "lessons", "train", "ddp"),
+                   help="leave out these groups of parts")
+    return p.parse_args(argv)
+
+
+def cuda_present() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse(argv)
+    tiny = args.device == "cpu"
+    if not tiny and not cuda_present():
+        print("gpu-check: torch sees no CUDA GPU on this machine, so there is nothing to check "
+              "(python benchmarks/gpu_check.py --device cpu runs its mechanics on the CPU).")
+        return 0
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="lmcourse-gpu-check-"))  # checkpoints: hundreds of MB, kept out of --out
+    deadline = time.monotonic() + args.budget
+    names = args.lessons if args.lessons is not None else (["01"] if tiny else [])
+    lessons = [] if "lessons" in args.skip else lesson_parts(
+        names, "ci" if tiny else "cpu", args.device, 240, max(1, (os.cpu_count() or 4) // max(1, args.parallel)))
+    tests = [] if "tests" in args.skip else [tests_part(args.device)]
+    trainings = [] if "train" in args.skip else train_parts(args.device, work, tiny)
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        pending = [pool.submit(run_part, p, out, deadline) for p in lessons]
+        main = [report(run_part(p, out, deadline)) for p in tests]  # the DDP ranks are small: before the epochs
+        main += [report(p) for p in run_ddp(args.device, work, out, deadline, tiny)] if "ddp" not in args.skip else []
+        main += [report(run_part(p, out, deadline)) for p in trainings]
+        for future in pending:
+            future.result()
+    header = (f"gpu-check on {device_name(args.device)}: {time.monotonic() - start:.0f} s in all "
+              f"(budget {args.budget:.0f} s); lessons ran {args.parallel} at a time beside the main track")
+    text = table(main + lessons, header)
+    print(text)
+    (out / "table.md").write_text(text)
+    (out / "results.json").write_text(json.dumps([asdict(p) for p in main + lessons], indent=1, default=str))
+    bad = failed(main + lessons)
+    if bad:
+        print(f"gpu-check: {len(bad)} part(s) did not pass: {', '.join(p.name for p in bad)}; see {out}/*.log.")
+    return 1 if bad else 0
+
+
+def report(part: Part) -> Part:
+    """One line as each part of the main track ends, so a long check shows where it is."""
+    print(f"gpu-check: {part.name}: {part.status} ({part.seconds:.0f} s)", flush=True)
+    return part
+
+
+def device_name(device: str) -> str:
+    if device == "cpu":
+        return "the CPU (dry run)"
+    import torch
+
+    return f"{torch.cuda.get_device_name(0)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
