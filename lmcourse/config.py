@@ -3,9 +3,9 @@
 Every notebook's parameter cell reads `SCALE` and `DATASET`:
 
 - ``LMCOURSE_SCALE`` = ``ci`` | ``cpu`` | ``gpu``. ``ci`` is the smallest run that still walks every
-  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is paper-sized (hours, days for
-  lesson 06). The default is ``cpu`` on every machine: a GPU makes it faster, and ``gpu`` is only
-  used when asked for by name.
+  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is larger runs for a GPU (the
+  README's GPU section says what each lesson and preset costs). The default is ``cpu`` on every
+  machine: a GPU makes it faster, and ``gpu`` is only used when asked for by name.
 - ``LMCOURSE_DATASET``: a corpus name for :func:`lmcourse.corpora.data.load_corpus` (one of
   :data:`DATASETS`) or a corpus folder; the default is the embedded corpus, which needs no network.
 - ``LMCOURSE_DATA``: where the real corpora live (default: the repository's ``data/``).
