@@ -59,3 +59,10 @@ def test_the_table_is_written_even_with_nothing_to_run(gc, tmp_path, capsys):
     assert gc.main(["--device", "cpu", "--out", str(tmp_path), "--skip", "tests", "lessons", "train", "ddp"]) == 0
     assert "| part | status |" in (tmp_path / "table.md").read_text()
     assert (tmp_path / "results.json").read_text().strip() == "[]"
+
+
+def test_the_cuda_tests_are_collected_from_the_files_that_hold_them(gc):
+    files = gc.cuda_test_files()
+    assert "tests/test_optim.py" in files and "tests/test_config.py" not in files
+    part = gc.tests_part("cuda")
+    assert part.argv[-4:] == ["-m", "cuda", "-q", "-rs"] and part.env == {"LMCOURSE_DEVICE": "cuda"}
