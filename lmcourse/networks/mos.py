@@ -197,7 +197,7 @@ def mos_log_probs(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     ``h`` (..., K, E) are the K latent contexts, ``weight`` (V, E) and ``bias`` (V,) the decoder,
     ``log_pi`` (..., K) the log prior. With K = 1 this is one ``log_softmax``; otherwise a
     custom autograd function that keeps one (N, K, V) tensor for backward (none without grad) and
-    works chunk by chunk in place. Computed in float32 at least; float64 stays float64."""
+    works chunk by chunk in place. Computed in float32 at least, autocast or not; float64 stays float64."""
     _check(h, weight, bias, log_pi)
     lead, (K, E) = h.shape[:-2], h.shape[-2:]
     dtype = torch.promote_types(h.dtype, torch.float32)
@@ -207,7 +207,8 @@ def mos_log_probs(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     keep = torch.is_grad_enabled() and any(t.requires_grad for t in (h, weight, bias, log_pi))
     flat_h = h.reshape(-1, K, E).contiguous()  # (N, K, E)
     flat_pi = log_pi.reshape(-1, K).contiguous()  # (N, K)
-    out = _MixtureLogProbs.apply(flat_h, weight.contiguous(), bias.contiguous(), flat_pi, keep)  # (N, V)
+    with torch.autocast(h.device.type, enabled=False):  # the in-place log-space mixing needs float32 under bf16 too
+        out = _MixtureLogProbs.apply(flat_h, weight.contiguous(), bias.contiguous(), flat_pi, keep)  # (N, V)
     return out.view(*lead, weight.shape[0])
 
 
