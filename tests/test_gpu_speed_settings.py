@@ -80,3 +80,16 @@ def test_tf32_is_set_when_the_run_starts(monkeypatch):
             TrainConfig(epochs=1, tf32="on")
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def test_a_run_saved_before_these_settings_existed_still_resumes(monkeypatch, tmp_path):
+    monkeypatch.setenv("LMCOURSE_DEVICE", "cpu")
+    out = str(tmp_path / "run")
+    Trainer(model(), TRAIN, VALID, TrainConfig(**{**SHORT, "epochs": 1}, out_dir=out)).fit()
+    run = RunDir(out)
+    state = run.load_last()
+    for name in ("checkpoint_every", "bf16", "tf32"):
+        del state["train_config"][name]
+    run.save_last(state)
+    history = Trainer(model(), TRAIN, VALID, TrainConfig(**{**SHORT, "epochs": 2}, out_dir=out)).fit(resume=True)
+    assert len(history.rows) == 2
