@@ -66,3 +66,8 @@ def test_the_cuda_tests_are_collected_from_the_files_that_hold_them(gc):
     assert "tests/test_optim.py" in files and "tests/test_config.py" not in files
     part = gc.tests_part("cuda")
     assert part.argv[-4:] == ["-m", "cuda", "-q", "-rs"] and part.env == {"LMCOURSE_DEVICE": "cuda"}
+
+
+def test_a_part_that_cannot_start_is_a_failed_row(gc, tmp_path):
+    part = gc.run_part(gc.Part("missing", ["/nonexistent/python"], 60), tmp_path, time.monotonic() + 60)
+    assert part.status == "FAIL" and part.note.startswith("could not run: FileNotFoundError")

@@ -17,8 +17,8 @@ from .rundir import CONFIG, RunDir
 
 __all__ = ["TrainConfig", "History", "load_run_config", "RESUMABLE_CHANGES", "MIN_WINDOW"]
 
-RESUMABLE_CHANGES = ("epochs", "progress", "live_plot", "checkpoint", "out_dir", "checkpoint_every", "tf32")  # may differ
-# when resuming
+# the settings that may differ when resuming
+RESUMABLE_CHANGES = ("epochs", "progress", "live_plot", "checkpoint", "out_dir", "checkpoint_every", "tf32")
 MIN_WINDOW = 5  # the shortest variable-BPTT window (Merity et al. 2018, Section 4.1)
 MAX_SEED = 2**31 - 1  # seeds of the ranks and of resumed epochs are derived from it and stay below 2**32
 

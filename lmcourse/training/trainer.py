@@ -141,7 +141,8 @@ class Trainer:
         ``last.pt``, exactly where the last finished epoch left it (a run stopped mid-epoch repeats
         that epoch); ``"auto"`` resumes when there is a run to resume and starts afresh otherwise.
         Only ``epochs``, ``progress``, ``live_plot``, ``checkpoint``, ``out_dir``, ``checkpoint_every`` and
-        ``tf32`` may differ from the saved run's settings (a setting the saved run predates counts as its default). A fresh start refuses an ``out_dir`` that holds any run file
+        ``tf32`` may differ from the saved run's settings (a setting the saved run predates counts as its
+        default). A fresh start refuses an ``out_dir`` that holds any run file
         (a finished run whose ``last.pt`` was deleted, a ``best.pt`` of your own) unless
         ``overwrite=True``, which deletes them first. The run holds the folder's lock throughout
         (:class:`~lmcourse.training.rundir.RunLock`): a second run there stops at once.
