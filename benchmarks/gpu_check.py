@@ -199,13 +199,13 @@ def corpus_part(device: str) -> Part:
     return Part("embedded corpus", python() + ["-c", code], 120, {"LMCOURSE_DEVICE": device})
 
 
-def train_parts(device: str, work: Path, tiny: bool) -> list:
+def train_parts(device: str, work: Path, tiny: bool, data: Optional[str] = None) -> list:
     """The presets' first epochs at full size, ASGD finetuning, and evaluation with the cache and dyneval.
 
     PTB's epoch first, then the finetuning and evaluation that start from it, so every code path is walked
     before the two longer epochs (WikiText-2, MoS) spend what is left of the budget."""
     env = {"LMCOURSE_DEVICE": device}
-    scale = ["--scale", "ci", "--data", "embedded"] if tiny else ["--scale", "gpu"]
+    scale = ["--scale", "ci", "--data", "embedded"] if tiny else ["--scale", "gpu"] + (["--data", data] if data else [])
     train = python() + ["-m", "lmcourse", "train", "--quiet", "--overwrite"]
     cut = [] if tiny else CUT
 
@@ -296,6 +296,7 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for the whole check")
     p.add_argument("--lessons", nargs="*", default=None, help="lesson numbers (default: all; 01 with --device cpu)")
     p.add_argument("--parallel", type=int, default=4, help="lessons run at once")
+    p.add_argument("--data", default=None, help="train the presets on this corpus instead of their own (e.g. embedded)")
     p.add_argument("--skip", nargs="*", default=[], choices=("tests", "lessons", "train", "ddp"),
                    help="leave out these groups of parts")
     return p.parse_args(argv)
@@ -324,7 +325,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     lessons = [] if "lessons" in args.skip else lesson_parts(
         names, "ci" if tiny else "cpu", args.device, 240, max(1, (os.cpu_count() or 4) // max(1, args.parallel)))
     tests = [] if "tests" in args.skip else [tests_part(args.device)]
-    trainings = [] if "train" in args.skip else train_parts(args.device, work, tiny)
+    trainings = [] if "train" in args.skip else train_parts(args.device, work, tiny, args.data)
     start = time.monotonic()
     main = [report(run_part(corpus_part(args.device), out, deadline))] if lessons else []
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:  # the side track: checks, not timings
@@ -335,7 +336,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         main += [report(run_part(p, out, deadline)) for p in trainings]  # the timed track, one at a time
         for future in side:
             main += [p for p in future.result() if p not in lessons]
-    header = (f"gpu-check on {device_name(args.device)}: {time.monotonic() - start:.0f} s in all "
+    corpus = f"; presets on {args.data}, not their own corpora" if args.data and not tiny else ""
+    header = (f"gpu-check on {device_name(args.device)}{corpus}: {time.monotonic() - start:.0f} s in all "
               f"(budget {args.budget:.0f} s); the tests, DDP ranks and lessons ran {args.parallel} at a time beside "
               "the timed trainings, so those share the GPU with them")
     text = table(main + lessons, header)
