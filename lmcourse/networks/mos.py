@@ -170,12 +170,18 @@ def _exact_where_tiny(out, decoder, a):
     ``out`` (N, V) holds :math:`\log p`; ``a`` (N, K) is :math:`\log\pi_k - \log S_k - m_k`; the logits
     :math:`z_{kv} = h_k \cdot W_v + b_v` of those few entries are recomputed from ``decoder = (h, W, b)``.
     Returns their rows (sorted), columns and responsibilities :math:`r_{kv}` (n, K)."""
-    r, v = torch.nonzero(out < math.log(_tiny(out.dtype)), as_tuple=True)
+    r, v = torch.nonzero(out < math.log(_tiny(out.dtype)), as_tuple=True)  # n is known on the host from here
     h, weight, bias = decoder
-    z = torch.einsum("nke,ne->nk", h[r], weight[v]) + bias[v].unsqueeze(-1)  # (n, K)
-    log_pz = a[r] + z  # (n, K) log(pi_k sm_kv)
-    out[r, v] = torch.logsumexp(log_pz, dim=-1)
-    return r, v, (log_pz - out[r, v].unsqueeze(-1)).exp()
+    K, E = h.shape[1:]
+    r_tiny = out.new_empty(r.numel(), K)  # (n, K)
+    step = max(1, CHUNK_ELEMENTS // (4 * K * E))  # entries per piece: the gathered h[r] stays small
+    for i in range(0, r.numel(), step):
+        rr, vv = r[i:i + step], v[i:i + step]
+        log_pz = a[rr] + torch.einsum("nke,ne->nk", h[rr], weight[vv]) + bias[vv].unsqueeze(-1)  # log(pi_k sm_kv)
+        log_p = torch.logsumexp(log_pz, dim=-1)  # (piece,)
+        out[rr, vv] = log_p
+        r_tiny[i:i + step] = (log_pz - log_p.unsqueeze(-1)).exp()
+    return r, v, r_tiny
 
 
 def _check(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, log_pi: torch.Tensor) -> None:
