@@ -182,7 +182,7 @@ def test_a_damaged_last_checkpoint_is_explained(tmp_path):
         run(tmp_path, resume=True, epochs=2)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 def test_a_run_on_cuda_resumes_with_its_cuda_random_states(tmp_path):
     m_ref, h_ref = run(tmp_path / "ref", on="cuda")
     run(tmp_path / "run", [Break(2)], on="cuda")
