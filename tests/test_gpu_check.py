@@ -71,3 +71,11 @@ def test_the_cuda_tests_are_collected_from_the_files_that_hold_them(gc):
 def test_a_part_that_cannot_start_is_a_failed_row(gc, tmp_path):
     part = gc.run_part(gc.Part("missing", ["/nonexistent/python"], 60), tmp_path, time.monotonic() + 60)
     assert part.status == "FAIL" and part.note.startswith("could not run: FileNotFoundError")
+
+
+def test_every_cuda_test_carries_the_marker():
+    """A CUDA test skipped by its own ``skipif`` would be left out of ``pytest -m cuda``, so of the GPU check."""
+    tests = Path(__file__).resolve().parent
+    loose = [f.name for f in sorted(tests.glob("test_*.py"))
+             if "skipif(not torch.cuda.is_available()" in f.read_text(encoding="utf-8")]
+    assert not loose, f"{loose}: mark their CUDA tests @pytest.mark.cuda (tests/conftest.py skips them without a GPU)"
