@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: lab test unit notebooks bench warm lessons runs book slides clean-venv
+.PHONY: lab test unit notebooks bench warm lessons runs book slides clean-venv gpu-check
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "lmcourse needs Python >= 3.10; this is " + sys.version.split()[0]'
@@ -56,6 +56,15 @@ slides: $(REVEAL_STAMP)
 
 bench: $(STAMP)
 	LMCOURSE_DATA=$${LMCOURSE_DATA:-../shared/data} $(BIN)/python benchmarks/run_all.py
+
+# The GPU path in one command, at most 8 minutes on one GPU: the CUDA tests, every lesson at cpu scale on CUDA,
+# one epoch of each paper preset, ASGD finetuning, evaluate with the cache and dyneval, two DDP ranks. One table
+# (also in $OUT/table.md, default gpu-check/, with a log per part); status 1 when a part fails. Without CUDA it says so and exits 0.
+# Needs no .venv: it uses .venv/bin/python when there is one, else python3.
+CHECK_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+
+gpu-check:
+	LMCOURSE_DATA=$${LMCOURSE_DATA:-../shared/data} $(CHECK_PYTHON) benchmarks/gpu_check.py --out $${OUT:-gpu-check}
 
 # The lessons in a real browser: JupyterLab in headless Chromium (the system's; see the README).
 BROWSER_STAMP := $(VENV)/.installed-browser

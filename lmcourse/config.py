@@ -3,14 +3,16 @@
 Every notebook's parameter cell reads `SCALE` and `DATASET`:
 
 - ``LMCOURSE_SCALE`` = ``ci`` | ``cpu`` | ``gpu``. ``ci`` is the smallest run that still walks every
-  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is paper-sized (hours, days for
-  lesson 06). The default is ``cpu`` on every machine: a GPU makes it faster, and ``gpu`` is only
-  used when asked for by name.
+  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is larger runs for a GPU (the
+  README's GPU section says what each lesson and preset costs). The default is ``cpu`` on every
+  machine: a GPU makes it faster, and ``gpu`` is only used when asked for by name.
 - ``LMCOURSE_DATASET``: a corpus name for :func:`lmcourse.corpora.data.load_corpus` (one of
   :data:`DATASETS`) or a corpus folder; the default is the embedded corpus, which needs no network.
 - ``LMCOURSE_DATA``: where the real corpora live (default: the repository's ``data/``).
 - ``LMCOURSE_CACHE``: where generated corpora and downloads are cached when ``LMCOURSE_DATA`` is
   read-only (default: the repository's ``data/``, else ``~/.cache/lmcourse``).
+- ``LMCOURSE_DEVICE``: ``cpu``, ``cuda`` or ``cuda:N`` overrides the device (default: CUDA when present).
+- ``LMCOURSE_DIST_BACKEND``: under ``torchrun``, ``nccl`` or ``gloo`` (default: NCCL with CUDA, else gloo).
 - ``LMCOURSE_DIST_TIMEOUT``: under ``torchrun``, the seconds a process waits for the others before it
   gives up and names the one that stopped answering (default 300).
 
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import os
 import random
-from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -78,10 +79,54 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@lru_cache(maxsize=1)
 def device() -> torch.device:
-    """The one device of the run, chosen once: CUDA when it is there, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The one device of the run: ``LMCOURSE_DEVICE`` when set, else CUDA when it is there, else the CPU.
+
+    ``LMCOURSE_DEVICE`` = ``cpu`` | ``cuda`` | ``cuda:N`` (a student on a GPU machine may still run on the
+    CPU). A value that is not a device, or names a GPU this machine lacks, raises a :class:`ConfigError`.
+    """
+    raw = os.environ.get("LMCOURSE_DEVICE", "").strip()
+    if not raw:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return _named_device(raw)
+
+
+def _named_device(raw: str) -> torch.device:
+    """The device ``LMCOURSE_DEVICE=raw`` names, checked against this machine."""
+    kind, colon, index = raw.partition(":")
+    if kind not in ("cpu", "cuda") or (colon and not index.isdigit()) or (kind == "cpu" and colon):
+        raise ConfigError(f"LMCOURSE_DEVICE={raw!r} is not a device: set it to cpu, cuda or cuda:N (N a GPU number), "
+                          "or unset it.")
+    if kind == "cpu":
+        return torch.device("cpu")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if int(index or 0) >= count:
+        have = f"GPUs 0 to {count - 1}" if count else "no CUDA GPU"
+        raise ConfigError(f"LMCOURSE_DEVICE={raw!r} names a GPU this machine lacks (it has {have}): set it to cpu "
+                          "or to one of its GPUs, or unset it.")
+    return torch.device(raw)
+
+
+def host(t) -> np.ndarray:
+    """A tensor as a NumPy array on the host, for NumPy and matplotlib: ``t.detach().cpu().numpy()``.
+
+    The one place where a lesson's tensors leave the device; anything that is not a tensor is passed
+    through ``np.asarray``.
+    """
+    if isinstance(t, torch.Tensor):
+        return t.detach().cpu().numpy()
+    return np.asarray(t)
+
+
+def set_tf32(enabled: bool) -> None:
+    """Let CUDA matrix products and cuDNN use TF32 (10-bit mantissa inputs, float32 accumulation) or not.
+
+    An explicit setting: torch's default leaves matmul TF32 off and cuDNN's on. Harmless without CUDA.
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_tf32 takes True or False, not {enabled!r}.")
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
 
 
 def seed_everything(seed: int) -> None:
@@ -165,11 +210,27 @@ def dist_timeout() -> float:
     return value
 
 
+DIST_BACKENDS = ("nccl", "gloo")
+
+
+def dist_backend() -> Optional[str]:
+    """The process-group backend ``LMCOURSE_DIST_BACKEND`` names (``nccl`` or ``gloo``), or None for the default
+    (NCCL with CUDA, else gloo). gloo also carries CUDA tensors: two processes on one GPU, which NCCL refuses."""
+    raw = os.environ.get("LMCOURSE_DIST_BACKEND", "").strip().lower()
+    if not raw:
+        return None
+    if raw not in DIST_BACKENDS:
+        raise ConfigError(f"LMCOURSE_DIST_BACKEND={raw!r} is not a backend: set it to nccl or gloo, or unset it.")
+    return raw
+
+
 def check_environment() -> None:
     """Raise a :class:`ConfigError` for the first unusable ``LMCOURSE_*`` setting, if any."""
     scale()
     dataset()
+    device()
     dist_timeout()
+    dist_backend()
     if os.environ.get("LMCOURSE_CACHE"):
         cache_dir()
     if os.environ.get("LMCOURSE_DATA"):

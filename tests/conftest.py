@@ -26,3 +26,34 @@ def real_data_dir() -> Path:
         pytest.skip("The real corpora are not here: set LMCOURSE_DATA to a folder holding ptb/ and wikitext-2/ "
                     "(CI uses ../shared/data).")
     return folder
+
+
+CUDA_REASON = "needs a CUDA GPU, and this machine has none (make gpu-check runs these where one is)."
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` skip, with their reason, where torch sees no GPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=CUDA_REASON)
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _cuda_tests_in_full_float32(request):
+    """A test marked ``cuda`` compares with float32 on the CPU: TF32 is off while it runs, then restored."""
+    if request.node.get_closest_marker("cuda") is None:
+        yield
+        return
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

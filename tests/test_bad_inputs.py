@@ -1379,7 +1379,7 @@ def test_temporary_files_of_a_killed_write_are_removed_on_the_next_start(home, c
 
 # ------------------------------------------------------------------------------------- CUDA
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 def test_on_cuda_the_same_checks_hold(tmp_path):
     path = tmp_path / "model.pt"
     save_checkpoint(path, tiny_model())

@@ -13,7 +13,7 @@ from lmcourse.networks import bottleneck as bn
 from lmcourse.networks.models import RNNLM, LMConfig
 from lmcourse.vocab import Vocab
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+cuda = pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 
 
 def low_rank(N, M, d, bias=False, seed=0):

@@ -271,7 +271,7 @@ def test_bad_settings_get_one_sentence(data, call, message):
     assert message in text and text.endswith(".") and "\n" not in text
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_cuda_gives_the_cpu_numbers(lstm):
     model, rows = lstm
     cpu = NeuralCache(model, 1.5, 0.3, 12).score(rows[0])

@@ -38,3 +38,71 @@ def test_an_unknown_scale_is_one_sentence(monkeypatch):
     monkeypatch.setenv("LMCOURSE_SCALE", "paper")
     with pytest.raises(ConfigError, match=r"LMCOURSE_SCALE='paper' is not a scale: set it to one of ci, cpu, gpu"):
         config.scale()
+
+
+# ------------------------------------------------------------------------------------ LMCOURSE_DEVICE
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_device_follows_cuda_unless_named(monkeypatch, cuda):
+    monkeypatch.delenv("LMCOURSE_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert config.device().type == ("cuda" if cuda else "cpu")
+    monkeypatch.setenv("LMCOURSE_DEVICE", "cpu")  # a student on a GPU machine may still run on the CPU
+    assert config.device() == torch.device("cpu")
+
+
+def test_a_named_gpu_is_used_when_the_machine_has_it(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("LMCOURSE_DEVICE", "cuda:1")
+    assert config.device() == torch.device("cuda", 1)
+    monkeypatch.setenv("LMCOURSE_DEVICE", "cuda")
+    assert config.device() == torch.device("cuda")
+
+
+@pytest.mark.parametrize("value", ["gpu", "cuda:x", "cpu:0", "cuda:", "tpu"])
+def test_a_bad_device_is_one_sentence(monkeypatch, value):
+    monkeypatch.setenv("LMCOURSE_DEVICE", value)
+    with pytest.raises(ConfigError, match=rf"LMCOURSE_DEVICE='{value}' is not a device: set it to cpu, cuda or cuda:N"):
+        config.device()
+    with pytest.raises(ConfigError, match="LMCOURSE_DEVICE"):
+        config.check_environment()
+
+
+def test_a_missing_gpu_is_one_sentence(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("LMCOURSE_DEVICE", "cuda:3")
+    with pytest.raises(ConfigError, match=r"names a GPU this machine lacks \(it has no CUDA GPU\)"):
+        config.device()
+
+
+def test_host_gives_numpy_of_any_tensor():
+    t = torch.arange(6.0, requires_grad=True).view(2, 3) * 2  # (2, 3), part of a graph
+    a = config.host(t)
+    assert a.shape == (2, 3) and a.dtype.name == "float32" and a[1, 2] == 10.0
+    assert config.host([1, 2]).tolist() == [1, 2]
+    if torch.cuda.is_available():
+        assert config.host(t.cuda())[1, 2] == 10.0
+
+
+def test_tf32_is_an_explicit_setting():
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        config.set_tf32(True)
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        config.set_tf32(False)
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        with pytest.raises(TypeError, match="set_tf32 takes True or False"):
+            config.set_tf32("yes")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def test_the_process_group_backend_is_named_or_default(monkeypatch):
+    monkeypatch.delenv("LMCOURSE_DIST_BACKEND", raising=False)
+    assert config.dist_backend() is None
+    monkeypatch.setenv("LMCOURSE_DIST_BACKEND", "GLOO")
+    assert config.dist_backend() == "gloo"
+    monkeypatch.setenv("LMCOURSE_DIST_BACKEND", "mpi")
+    with pytest.raises(ConfigError, match=r"LMCOURSE_DIST_BACKEND='mpi' is not a backend: set it to nccl or gloo"):
+        config.dist_backend()

@@ -403,7 +403,7 @@ def test_temporal_activation_regularization_is_beta_times_mean_squared_step():
 
 # ---------------------------------------------------------------- CUDA
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available here.")
+cuda = pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 
 
 @cuda

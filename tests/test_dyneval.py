@@ -296,6 +296,24 @@ def test_step_interface_reproduces_score(model, stats):
     assert (got - static).abs().max() > 1e-3  # the rows adapted
 
 
+def test_step_interface_never_hands_aliases_of_the_model_to_functional_call(model, stats, monkeypatch):
+    """cuDNN's LSTM re-flattens substituted weights with ``set_``: each must own its memory, none alias the model."""
+    seen = []
+    real = dyneval.functional_call
+    owned = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def spy(net, weights, args):
+        seen.extend(w.untyped_storage().data_ptr() in owned or w._is_view() for w in weights.values())
+        return real(net, weights, args)
+
+    monkeypatch.setattr(dyneval, "functional_call", spy)
+    dyn = DynamicEval(model, "rms", lr=5e-3, decay=0.02, eps=1e-4, bptt=3, stats=stats)
+    state = dyn.start(2)
+    for x in tokens(8).view(4, 2):
+        state = dyn.advance(state, x)
+    assert len(seen) > 10 and not any(seen)
+
+
 def test_step_interface_reorder_keeps_rows_independent(model, stats):
     dyn = DynamicEval(model, "sgd", lr=0.5, decay=0.0, bptt=3)
     stream = tokens(14, seed=9)
@@ -398,7 +416,7 @@ def test_the_cache_steps_over_dynamic_evaluation_as_it_scores(model, stats, mode
 
 # ------------------------------------------------------------------------------------- CUDA
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (cuDNN's LSTM backward)")
+@pytest.mark.cuda
 def test_cuda_cudnn_backward_and_same_numbers_as_cpu():
     cpu = tiny_model(dtype=torch.float32, num_layers=1, emb_size=16, hidden_size=16, dropout=0.3, wdrop=0.2)
     gpu = copy.deepcopy(cpu).cuda()
@@ -412,6 +430,24 @@ def test_cuda_cudnn_backward_and_same_numbers_as_cpu():
     torch.testing.assert_close(b, a, rtol=0, atol=1e-4)
     static = gpu.score(stream.cuda())
     torch.testing.assert_close(DynamicEval(gpu, "sgd", lr=0.0).score(stream.cuda()), static, rtol=0, atol=1e-5)
+
+
+@pytest.mark.cuda
+def test_cuda_step_interface_adapts_like_the_cpu():
+    """The step interface (what sampling reads) runs on cuDNN's LSTM and gives the CPU's numbers."""
+    cpu = tiny_model(dtype=torch.float32, num_layers=2, emb_size=16, hidden_size=16)
+    gpu = copy.deepcopy(cpu).cuda()
+    streams = torch.stack([tokens(13, seed=s) for s in (3, 4)], dim=1)  # (T, 2)
+    got = {}
+    for name, m in (("cpu", cpu), ("cuda", gpu)):
+        dyn = DynamicEval(m, "sgd", lr=0.3, decay=0.01, bptt=4)
+        state, rows = dyn.start(2), []
+        for x in streams:
+            rows.append(dyn.next_log_probs(state).gather(1, x.to(dyn.device).view(-1, 1)).squeeze(1).cpu())
+            state = dyn.advance(state, x)
+        got[name] = torch.stack(rows)  # (T, 2)
+    torch.testing.assert_close(got["cuda"], got["cpu"], rtol=0, atol=1e-4)
+    assert (got["cpu"][8:] - torch.stack([cpu.score(streams[:, b]) for b in range(2)], 1)[8:]).abs().max() > 1e-4
 
 
 def test_drift_scores_like_score_and_measures_the_distance_from_theta_0(model, stats):

@@ -53,7 +53,7 @@ def _compare_stacks(ours_cls, torch_cls, L, B, T, with_hx, dtype, direction, dev
     x, hx = _inputs(T, B, L, n_states, with_hx, dtype, device)
     a, b = (_outputs_and_grads(m, x, hx, n_states) for m in (ref, ours))
     assert [t.shape for t in a] == [t.shape for t in b]
-    assert _max_err(a, b) <= TOL[dtype]
+    assert _max_err(a, b) <= TOL[dtype] * (10 if device == "cuda" else 1)  # cuDNN sums in another order
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -223,7 +223,7 @@ def no_tf32():
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("L", [1, 3])
 def test_lstm_equals_torch_on_cuda(L, dtype, no_tf32):

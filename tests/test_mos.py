@@ -13,7 +13,7 @@ from lmcourse.training.trainer import TrainConfig, Trainer
 from lmcourse.vocab import Vocab
 
 V = 29
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+cuda = pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 
 
 def inputs(N=7, K=3, E=5, V_=V, dtype=torch.float64, scale=1.0, seed=0, device="cpu"):
@@ -315,6 +315,9 @@ def test_cuda_peak_memory_holds_one_copy():
     peaks = {}
     for name, fn in (("ours", mos_log_probs), ("reference", mos_log_probs_reference)):
         args = inputs(N=N, K=K, E=E, V_=V_, dtype=torch.float32, device="cuda")
+        fn(*args).sum().backward()  # a first call allocates cuBLAS's workspace (32 MiB on Hopper): not the head's
+        for a in args:
+            a.grad = None
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
@@ -331,3 +334,33 @@ def test_cuda_model_scores_like_the_cpu():
     tokens = stream(30)
     cpu = model.score(tokens)
     torch.testing.assert_close(model.to("cuda").score(tokens), cpu, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------------- chunks sized for the device
+
+def test_chunks_are_sized_for_the_device():
+    K, V_ = 15, 10_000  # mos-ptb's head
+    N = 70 * 12  # one step: bptt x batch rows
+    cpu_rows = mos._rows_per_chunk(N, K, V_, torch.device("cpu"))
+    gpu_rows = mos._rows_per_chunk(N, K, V_, torch.device("cuda"))
+    assert cpu_rows * K * V_ <= mos.CHUNK_ELEMENTS and -(-N // cpu_rows) > 20  # small, cache-sized chunks
+    assert gpu_rows == N // 4 and -(-N // gpu_rows) == 4  # four large chunks, a quarter of the rows each
+    assert mos._rows_per_chunk(3, 2, 5, torch.device("cuda")) == 1
+
+
+def test_the_tiny_entries_are_found_once_per_pass_not_per_chunk(small_chunks, monkeypatch):
+    """A host sync (``nonzero``, ``tolist``) per chunk would stall the GPU ~30 times a PTB step: once per pass."""
+    calls = {"nonzero": 0, "searchsorted": 0}
+    for name in calls:
+        real = getattr(torch, name)
+
+        def counted(*args, _real=real, _name=name, **kw):
+            calls[_name] += 1
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(torch, name, counted)
+    args = inputs(N=9, K=3, E=4, V_=V, dtype=torch.float64)
+    assert mos._rows_per_chunk(9, 3, V, torch.device("cpu")) == 2  # five chunks
+    out = mos_log_probs(*args)
+    out.backward(torch.randn_like(out))
+    assert calls == {"nonzero": 1, "searchsorted": 1}

@@ -146,7 +146,7 @@ def test_resuming_refuses_another_model_vocabulary_or_settings(tmp_path):
                                          r"build the model from .*config.json"):
         Trainer(model(hidden_size=24, **DROPOUTS), TRAIN, VALID, settings(tmp_path)).fit(resume=True)
     with pytest.raises(ValueError, match=r"was trained with lr=5.0 but this TrainConfig has lr=3.0: resume with the "
-                                         r"same settings \(only epochs, progress, live_plot, checkpoint and out_dir"):
+                                         r"same settings \(only epochs, progress, live_plot, checkpoint, out_dir, checkpoint_every and tf32"):
         Trainer(model(**DROPOUTS), TRAIN, VALID, settings(tmp_path, lr=3.0)).fit(resume=True)
     other = model(**DROPOUTS)
     other.vocab = Vocab(["<eos>"] + [f"v{i}" for i in range(V - 1)])
@@ -182,7 +182,7 @@ def test_a_damaged_last_checkpoint_is_explained(tmp_path):
         run(tmp_path, resume=True, epochs=2)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 def test_a_run_on_cuda_resumes_with_its_cuda_random_states(tmp_path):
     m_ref, h_ref = run(tmp_path / "ref", on="cuda")
     run(tmp_path / "run", [Break(2)], on="cuda")

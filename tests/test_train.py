@@ -527,7 +527,7 @@ def test_small_batches_train_to_the_same_weights():
     assert h_acc.column("train_loss") == pytest.approx(h_full.column("train_loss"), abs=1e-6)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 def test_small_batches_on_cuda_accumulate_the_full_batch_gradient():
     spies = {}
     for size in (None, 2):

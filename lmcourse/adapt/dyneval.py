@@ -402,35 +402,38 @@ class DynamicEval(LanguageModel):
         if self._stepper is None:
             net = adaptation_copy(self.model)
             names, params = zip(*net.named_parameters())
-            self._stepper = (net, list(names), self.steps(names, params))
+            theta_0 = tuple(p.detach().clone() for p in params)  # owned tensors, never views (see _read)
+            self._stepper = (net, list(names), self.steps(names, params), theta_0)
         return self._stepper
 
     def _read(self, theta: tuple, hidden: list, x: torch.Tensor):
-        """Run the model with weights ``theta`` on ids ``x`` (t, 1) from ``hidden`` -> LMOutput."""
-        net, names, _ = self._step_net()
+        """Run the model with weights ``theta`` on ids ``x`` (t, 1) from ``hidden`` -> LMOutput.
+
+        On CUDA, ``nn.LSTM`` moves substituted weights into one cuDNN block with ``set_``, which torch
+        refuses on a ``.detach()`` view: every ``theta`` handed here is a tensor of its own.
+        """
+        net, names, _, _ = self._step_net()
         with warnings.catch_warnings():  # cuDNN: substituted weights are not one flat block
             warnings.filterwarnings("ignore", message=".*contiguous chunk of memory.*")
             return functional_call(net, dict(zip(names, theta)), (x, hidden))
 
     def _adapt(self, row: _RowState, target: int) -> tuple:
         """The weights after the segment ``row.inputs`` whose last target is ``target``."""
-        _, _, steps = self._step_net()
+        _, _, steps, _ = self._step_net()
         x = torch.tensor(row.inputs, device=self.device).view(-1, 1)  # (t, 1)
         y = torch.tensor(row.inputs[1:] + (target,), device=self.device).view(-1, 1)  # (t, 1)
-        leaves = tuple(w.detach().requires_grad_(True) for w in row.theta)
+        new = tuple(w.clone().requires_grad_(True) for w in row.theta)  # copies, not views: row.theta is kept
         with torch.enable_grad():
-            grads = torch.autograd.grad(_segment_nll(self._read(leaves, row.start, x).logits, y), leaves)
-        new = tuple(w.detach().clone() for w in row.theta)
+            grads = torch.autograd.grad(_segment_nll(self._read(new, row.start, x).logits, y), new)
         with torch.no_grad():
             for theta, g, step in zip(new, grads, steps):
                 update_(theta, g, step)
-        return new
+        return tuple(theta.requires_grad_(False) for theta in new)
 
     def start(self, batch_size: int = 1) -> DynamicState:
         """Every row at theta_0, having read the implicit leading ``<eos>``."""
         _positive_int(batch_size, "batch_size")
-        net, names, _ = self._step_net()
-        theta = tuple(self._theta_0(names))
+        net, _, _, theta = self._step_net()
         zeros = net.init_state(1)
         x = torch.full((1, 1), self.eos, dtype=torch.long, device=self.device)
         with torch.no_grad():

@@ -203,8 +203,8 @@ def fit_softmax(A, d: int, max_iter: int = 300, weights=None) -> SoftmaxFit:
         raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}.")
     N, M = A.shape
     if weights is None:
-        weights = torch.ones(N, dtype=torch.float64)
-    weights = torch.as_tensor(weights, dtype=torch.float64)
+        weights = torch.ones(N, dtype=torch.float64, device=A.device)
+    weights = torch.as_tensor(weights, dtype=torch.float64).to(A.device)  # (N,) beside A, on its device
     if weights.shape != (N,) or not torch.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
         raise ValueError(f"weights must be {N} finite numbers >= 0 (one per row of A), not all 0.")
     weights = weights / weights.sum()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import torch
 from torch import nn
@@ -210,7 +211,9 @@ class WeightDrop(nn.Module):
         """``(output, (h_n, c_n))`` of the wrapped module, run with freshly dropped weights."""
         if not self.training or self.p == 0.0:
             return self.module(input, hx)
-        return functional_call(self.module, self.sample_weights(), (input, hx))
+        with warnings.catch_warnings():  # cuDNN: a dropped weight is a fresh tensor, never in the module's flat block
+            warnings.filterwarnings("ignore", message=".*contiguous chunk of memory.*")
+            return functional_call(self.module, self.sample_weights(), (input, hx))
 
     def extra_repr(self) -> str:
         return f"p={self.p}, weights={self.weights}"

@@ -25,10 +25,14 @@ which stays exact where the paper's code takes :math:`\log(p + 10^{-8})`. Memory
 vectors of every position, a (T, B, K, V) tensor, are what makes MoS expensive. :func:`mos_log_probs`
 keeps that tensor once (the logits, saved for backward) and does every other step chunk by chunk,
 in place, so training holds about :math:`TBKV` floats where plain autograd holds several copies
-(:func:`mos_log_probs_reference`); without gradients it never holds more than one chunk.
+(:func:`mos_log_probs_reference`); without gradients it never holds more than one chunk. Chunks are
+sized for the device: a few hundred rows that stay in a CPU's cache, a quarter of the rows (at most
+:data:`CHUNK_ELEMENTS_CUDA` floats) on a GPU. The rare entries recomputed in log space are found once
+per pass, so a pass waits for the GPU once forward and once backward, not once per chunk.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -37,9 +41,11 @@ import torch.nn.functional as F
 
 from .models import LMConfig, make_dropout, register_head, up_map
 
-__all__ = ["MixtureOfSoftmaxes", "mos_log_probs", "mos_log_probs_reference", "CHUNK_ELEMENTS"]
+__all__ = ["MixtureOfSoftmaxes", "mos_log_probs", "mos_log_probs_reference", "CHUNK_ELEMENTS",
+           "CHUNK_ELEMENTS_CUDA"]
 
-CHUNK_ELEMENTS = 1 << 22  # floats of (rows, K, V) temporaries per chunk: 16 MiB in float32
+CHUNK_ELEMENTS = 1 << 22  # floats of (rows, K, V) temporaries per chunk on the CPU: 16 MiB in float32
+CHUNK_ELEMENTS_CUDA = 1 << 25  # on a GPU: 128 MiB in float32, and never more than a quarter of the rows
 
 
 def mos_log_probs_reference(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
@@ -52,7 +58,11 @@ def mos_log_probs_reference(h: torch.Tensor, weight: torch.Tensor, bias: torch.T
     return torch.logsumexp(log_pi.unsqueeze(-1) + log_p_k, dim=-2)  # (..., V)
 
 
-def _rows_per_chunk(K: int, V: int) -> int:
+def _rows_per_chunk(N: int, K: int, V: int, device: torch.device) -> int:
+    """Rows of (rows, K, V) per chunk: :data:`CHUNK_ELEMENTS` on the CPU; on CUDA few large chunks, each at most a
+    quarter of the N rows, so the backward buffer adds at most a quarter of the kept tensor."""
+    if device.type == "cuda":
+        return max(1, min(CHUNK_ELEMENTS_CUDA // (K * V), math.ceil(N / 4)))
     return max(1, CHUNK_ELEMENTS // (K * V))
 
 
@@ -92,11 +102,10 @@ class _MixtureLogProbs(torch.autograd.Function):
     def forward(ctx, h, weight, bias, log_pi, keep: bool):
         N, K, E = h.shape
         V = weight.shape[0]
-        rows = _rows_per_chunk(K, V)
+        rows = _rows_per_chunk(N, K, V, h.device)
         e = torch.addmm(bias, h.view(-1, E), weight.t()).view(N, K, V) if keep else None  # (N, K, V) z
-        log_S, log_w, out = h.new_empty(N, K), h.new_empty(N, K), h.new_empty(N, V)
+        log_S, log_w, log_a, out = h.new_empty(N, K), h.new_empty(N, K), h.new_empty(N, K), h.new_empty(N, V)
         buffer = None if keep else h.new_empty(min(rows, N), K, V)  # one chunk's logits, reused
-        fixes = []
         for i in range(0, N, rows):
             j = min(i + rows, N)
             if keep:
@@ -108,11 +117,11 @@ class _MixtureLogProbs(torch.autograd.Function):
             e_c.sub_(m.unsqueeze(-1)).exp_()  # e_kv = exp(z_kv - m_k) <= 1
             torch.log(e_c.sum(-1), out=log_S[i:j])
             torch.sub(log_pi[i:j], log_S[i:j], out=log_w[i:j])  # (c, K) log(pi_k / S_k)
+            torch.sub(log_w[i:j], m, out=log_a[i:j])  # (c, K) log(pi_k / S_k) - m_k
             p = torch.bmm(log_w[i:j].exp().unsqueeze(1), e_c).squeeze(1)  # (c, V)
             torch.log(p, out=out[i:j])
-            fixes.append(_exact_where_tiny(out[i:j], p, (h[i:j], weight, bias), log_w[i:j] - m, i))
+        r_idx, v_idx, r_tiny = _exact_where_tiny(out, (h, weight, bias), log_a)  # all chunks at once: one sync
         if keep:
-            r_idx, v_idx, r_tiny = (torch.cat(parts) for parts in zip(*fixes))
             ctx.save_for_backward(h, weight, e, log_S, log_w, out, r_idx, v_idx, r_tiny)
         return out
 
@@ -133,15 +142,18 @@ class _MixtureLogProbs(torch.autograd.Function):
         g_r = g[r_idx, v_idx].unsqueeze(-1) * r_tiny  # (n, K) g_v r_kv at the tiny entries
         s.index_put_((r_idx,), g_r, accumulate=True)
         minus_s_over_S = s.neg().mul_(torch.exp(-log_S))  # (N, K)
-        rows = _rows_per_chunk(K, V)
+        rows = _rows_per_chunk(N, K, V, h.device)
         buffer = e.new_empty(min(rows, N), K, V)  # one chunk of dz, reused
-        for i in range(0, N, rows):
+        starts = torch.arange(0, N + rows, rows, device=r_idx.device).clamp_(max=N)  # chunk boundaries
+        cut = torch.searchsorted(r_idx, starts).tolist()  # r_idx is sorted: each chunk's tiny entries, one sync
+        for c, i in enumerate(range(0, N, rows)):
             j = min(i + rows, N)
             dz = buffer[:j - i]  # (c, K, V) e_kv (w_k q_v - s_k / S_k)
             torch.baddbmm(minus_s_over_S[i:j].unsqueeze(-1), w[i:j].unsqueeze(-1), q[i:j].unsqueeze(1), out=dz)
             dz.mul_(e[i:j])
-            here = (r_idx >= i) & (r_idx < j)
-            dz[r_idx[here] - i, :, v_idx[here]] += g_r[here]
+            a, b = cut[c], cut[c + 1]
+            if b > a:
+                dz[r_idx[a:b] - i, :, v_idx[a:b]] += g_r[a:b]
             dz2 = dz.view(-1, V)  # (c K, V)
             if need_h:
                 torch.mm(dz2, weight, out=grad_h[i:j].view(-1, E))
@@ -152,18 +164,24 @@ class _MixtureLogProbs(torch.autograd.Function):
         return grad_h, grad_w, grad_b, s, None
 
 
-def _exact_where_tiny(out_c, p, decoder, a, offset: int):
+def _exact_where_tiny(out, decoder, a):
     r"""Where :math:`p_v` is below ``_tiny``: :math:`\log p_v = \operatorname{logsumexp}_k(a_k + z_{kv})` (in place).
 
-    ``a`` (c, K) is :math:`\log\pi_k - \log S_k - m_k`; the logits :math:`z_{kv} = h_k \cdot W_v + b_v` of
-    those few entries are recomputed from ``decoder = (h, W, b)``. Returns their rows (plus
-    ``offset``), columns and responsibilities :math:`r_{kv}` (n, K)."""
-    r, v = torch.nonzero(p < _tiny(p.dtype), as_tuple=True)
+    ``out`` (N, V) holds :math:`\log p`; ``a`` (N, K) is :math:`\log\pi_k - \log S_k - m_k`; the logits
+    :math:`z_{kv} = h_k \cdot W_v + b_v` of those few entries are recomputed from ``decoder = (h, W, b)``.
+    Returns their rows (sorted), columns and responsibilities :math:`r_{kv}` (n, K)."""
+    r, v = torch.nonzero(out < math.log(_tiny(out.dtype)), as_tuple=True)  # n is known on the host from here
     h, weight, bias = decoder
-    z = torch.einsum("nke,ne->nk", h[r], weight[v]) + bias[v].unsqueeze(-1)  # (n, K)
-    log_pz = a[r] + z  # (n, K) log(pi_k sm_kv)
-    out_c[r, v] = torch.logsumexp(log_pz, dim=-1)
-    return r + offset, v, (log_pz - out_c[r, v].unsqueeze(-1)).exp()
+    K, E = h.shape[1:]
+    r_tiny = out.new_empty(r.numel(), K)  # (n, K)
+    step = max(1, CHUNK_ELEMENTS // (4 * K * E))  # entries per piece: the gathered h[r] stays small
+    for i in range(0, r.numel(), step):
+        rr, vv = r[i:i + step], v[i:i + step]
+        log_pz = a[rr] + torch.einsum("nke,ne->nk", h[rr], weight[vv]) + bias[vv].unsqueeze(-1)  # log(pi_k sm_kv)
+        log_p = torch.logsumexp(log_pz, dim=-1)  # (piece,)
+        out[rr, vv] = log_p
+        r_tiny[i:i + step] = (log_pz - log_p.unsqueeze(-1)).exp()
+    return r, v, r_tiny
 
 
 def _check(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, log_pi: torch.Tensor) -> None:
@@ -185,7 +203,7 @@ def mos_log_probs(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     ``h`` (..., K, E) are the K latent contexts, ``weight`` (V, E) and ``bias`` (V,) the decoder,
     ``log_pi`` (..., K) the log prior. With K = 1 this is one ``log_softmax``; otherwise a
     custom autograd function that keeps one (N, K, V) tensor for backward (none without grad) and
-    works chunk by chunk in place. Computed in float32 at least; float64 stays float64."""
+    works chunk by chunk in place. Computed in float32 at least, autocast or not; float64 stays float64."""
     _check(h, weight, bias, log_pi)
     lead, (K, E) = h.shape[:-2], h.shape[-2:]
     dtype = torch.promote_types(h.dtype, torch.float32)
@@ -195,7 +213,8 @@ def mos_log_probs(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     keep = torch.is_grad_enabled() and any(t.requires_grad for t in (h, weight, bias, log_pi))
     flat_h = h.reshape(-1, K, E).contiguous()  # (N, K, E)
     flat_pi = log_pi.reshape(-1, K).contiguous()  # (N, K)
-    out = _MixtureLogProbs.apply(flat_h, weight.contiguous(), bias.contiguous(), flat_pi, keep)  # (N, V)
+    with torch.autocast(h.device.type, enabled=False):  # the in-place log-space mixing needs float32 under bf16 too
+        out = _MixtureLogProbs.apply(flat_h, weight.contiguous(), bias.contiguous(), flat_pi, keep)  # (N, V)
     return out.view(*lead, weight.shape[0])
 
 

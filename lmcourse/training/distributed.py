@@ -40,7 +40,7 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from ..config import dist_timeout
+from ..config import device, dist_backend, dist_timeout
 from ..errors import StoppedRankError, check_number
 
 __all__ = ["init", "active", "rank", "world_size", "local_rank", "is_main", "columns", "wrap",
@@ -67,9 +67,10 @@ def init(backend: Optional[str] = None, timeout_s: Optional[float] = None) -> bo
     """Join the process group described by the environment; return True when one is active.
 
     Does nothing (returns False) outside ``torchrun``, and nothing more when a group already
-    exists. ``backend``: ``nccl`` when CUDA is available, else ``gloo``. On CUDA each process uses
-    the GPU numbered ``LOCAL_RANK``. ``timeout_s``: how long a collective waits for a silent peer
-    (default ``LMCOURSE_DIST_TIMEOUT``, else 300 s).
+    exists. ``backend``: ``LMCOURSE_DIST_BACKEND``, else ``nccl`` when the run's device is CUDA, else
+    ``gloo``. On CUDA each process uses the GPU numbered ``LOCAL_RANK`` modulo the number of GPUs.
+    ``timeout_s``: how long a collective waits for a silent peer (default ``LMCOURSE_DIST_TIMEOUT``,
+    else 300 s).
     """
     global _STARTED_HERE
     if _initialised():
@@ -79,10 +80,11 @@ def init(backend: Optional[str] = None, timeout_s: Optional[float] = None) -> bo
     if not dist.is_available():
         raise RuntimeError("This torch build has no torch.distributed: install a build with it, "
                            "or run without torchrun.")
+    here = device()
     if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank())
+        backend = dist_backend() or ("nccl" if here.type == "cuda" else "gloo")
+    if here.type == "cuda":  # LMCOURSE_DEVICE=cuda:N, else more processes than GPUs share them in turn
+        torch.cuda.set_device(here if here.index is not None else local_rank() % torch.cuda.device_count())
     timeout_s = dist_timeout() if timeout_s is None else check_number(timeout_s, "timeout_s", 0.0, low_open=True)
     dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
     _STARTED_HERE = True

@@ -21,10 +21,16 @@ __all__ = ["OPTIMIZERS", "make_optimizer", "optimizer_name", "set_lr", "scaled_l
 
 
 def make_optimizer(name: str, params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
-    """SGD, Adam, or ASGD with averaging from the first step (``t0=0``) and no decay (``lambd=0``)."""
+    """SGD, Adam, or ASGD with averaging from the first step (``t0=0``) and no decay (``lambd=0``).
+
+    On CUDA, ASGD is built ``capturable``: its step count, rate and averaging weight stay tensors on the
+    GPU, so a step never waits for the device (the default reads them back with ``.item()`` for every
+    parameter at every step). On the CPU it is torch's default ASGD, which trained the committed runs.
+    """
     params = list(params)
     if name == "asgd":
-        return torch.optim.ASGD(params, lr=lr, t0=0, lambd=0.0, weight_decay=weight_decay)
+        on_gpu = bool(params) and all(p.is_cuda for p in params)
+        return torch.optim.ASGD(params, lr=lr, t0=0, lambd=0.0, weight_decay=weight_decay, capturable=on_gpu)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     if name != "sgd":

@@ -44,7 +44,7 @@ SCALES = ("ci", "cpu", "gpu")
 SCALABLE = frozenset({"emb_size", "hidden_size", "last_size", "n_experts", "epochs", "nonmono", "decay_after",
                       "train_tokens", "valid_tokens", "test_tokens"})
 # TrainConfig fields that are about where a run writes and what it shows, not about the recipe
-NOT_SETTINGS = frozenset({"checkpoint", "out_dir", "progress", "live_plot"})
+NOT_SETTINGS = frozenset({"checkpoint", "out_dir", "progress", "live_plot", "checkpoint_every", "bf16", "tf32"})
 
 # name -> (type, default, meaning): the recipe fields that are neither LMConfig's nor TrainConfig's
 RECIPE_FIELDS = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields
 from typing import Optional
 
 import numpy as np
@@ -80,6 +80,8 @@ def saved_run(run: Optional[RunDir], resume, model, config, vocab) -> Optional[d
         raise RunDirError(f"There is no run to resume in {run.path} (no last.pt): "
                           "train once without resume, or check out_dir.")
     saved = run.load_last()
+    defaults = {f.name: f.default for f in fields(config) if f.default is not MISSING}  # settings added since
+    saved["train_config"] = {**defaults, **saved["train_config"]}
     run.check_resumable(saved, model.config.as_dict(), asdict(config), vocab, RESUMABLE_CHANGES)
     return saved
 

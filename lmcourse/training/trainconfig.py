@@ -17,7 +17,8 @@ from .rundir import CONFIG, RunDir
 
 __all__ = ["TrainConfig", "History", "load_run_config", "RESUMABLE_CHANGES", "MIN_WINDOW"]
 
-RESUMABLE_CHANGES = ("epochs", "progress", "live_plot", "checkpoint", "out_dir")  # may differ when resuming
+# the settings that may differ when resuming
+RESUMABLE_CHANGES = ("epochs", "progress", "live_plot", "checkpoint", "out_dir", "checkpoint_every", "tf32")
 MIN_WINDOW = 5  # the shortest variable-BPTT window (Merity et al. 2018, Section 4.1)
 MAX_SEED = 2**31 - 1  # seeds of the ranks and of resumed epochs are derived from it and stay below 2**32
 
@@ -64,6 +65,13 @@ class TrainConfig:
     the rate linearly over the first ``warmup`` batches of the first epoch, :math:`\eta_i = \eta\,
     \min(1, i / \text{warmup})` for batch :math:`i = 1, 2, \dots` (0: none), which keeps a head of
     products of small matrices from blowing up on its first steps.
+
+    Speed: ``checkpoint_every``: write ``last.pt`` (the resume state) every N epochs and at the run's
+    last one (``best.pt`` is still written whenever validation improves); a resumed run continues from
+    the last one written. ``bf16``: the training steps' forward passes under bfloat16 autocast (matrix
+    products in bf16, softmaxes and losses in float32; validation stays float32). ``tf32``: True or
+    False sets TF32 for CUDA's matrix products and cuDNN (:func:`lmcourse.config.set_tf32`) when the
+    run starts; None leaves torch's setting alone.
     """
 
     epochs: int
@@ -90,9 +98,12 @@ class TrainConfig:
     decay_after: Optional[int] = None
     stop_nonmono: bool = False
     warmup: int = 0
+    checkpoint_every: int = 1
+    bf16: bool = False
+    tf32: Optional[bool] = None
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "eval_batch_size", "bptt", "nonmono"):
+        for name in ("epochs", "batch_size", "eval_batch_size", "bptt", "nonmono", "checkpoint_every"):
             _positive_int(getattr(self, name), name)
         for name in ("max_batches", "small_batch_size", "decay_after"):
             _positive_int(getattr(self, name), name, allow_none=True)
@@ -105,9 +116,9 @@ class TrainConfig:
             _non_negative(getattr(self, name), name)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
             raise ValueError(f"TrainConfig.seed must be a whole number from 0 to {MAX_SEED}, got {self.seed!r}.")
-        for name in ("variable_bptt", "stop_nonmono"):
+        for name in ("variable_bptt", "stop_nonmono", "bf16"):
             _flag(getattr(self, name), name)
-        for name in ("progress", "live_plot"):
+        for name in ("progress", "live_plot", "tf32"):
             _flag(getattr(self, name), name, allow_none=True)
         if not isinstance(self.optimizer, str) or self.optimizer not in OPTIMIZERS:
             raise ValueError(f"TrainConfig.optimizer={self.optimizer!r} is unknown: "

@@ -51,7 +51,7 @@ from typing import Optional
 
 import torch
 
-from ..config import device, seed_everything
+from ..config import device, seed_everything, set_tf32
 from ..corpora.data import batchify, bptt_batches, variable_bptt_batches
 from ..lm import check_neural, check_tokens, perplexity_from_nll
 from ..networks.base import NeuralLM
@@ -142,8 +142,9 @@ class Trainer:
         ``resume``: False starts afresh; True continues the run in ``config.out_dir`` from its
         ``last.pt``, exactly where the last finished epoch left it (a run stopped mid-epoch repeats
         that epoch); ``"auto"`` resumes when there is a run to resume and starts afresh otherwise.
-        Only ``epochs``, ``progress``, ``live_plot``, ``checkpoint`` and ``out_dir`` may differ from
-        the saved run's settings. A fresh start refuses an ``out_dir`` that holds any run file
+        Only ``epochs``, ``progress``, ``live_plot``, ``checkpoint``, ``out_dir``, ``checkpoint_every`` and
+        ``tf32`` may differ from the saved run's settings (a setting the saved run predates counts as its
+        default). A fresh start refuses an ``out_dir`` that holds any run file
         (a finished run whose ``last.pt`` was deleted, a ``best.pt`` of your own) unless
         ``overwrite=True``, which deletes them first. The run holds the folder's lock throughout
         (:class:`~lmcourse.training.rundir.RunLock`): a second run there stops at once.
@@ -274,9 +275,10 @@ class Trainer:
             cols = slice(j * s, (j + 1) * s)
             last = j == n - 1
             with self.net.no_sync() if self.parallel and not last else nullcontext():  # one gradient sync a step
-                out = self.net(x[:, cols] if n > 1 else x, self.model.detach_state(state))
-                loss = token_nll(out.logits, y[:, cols] if n > 1 else y, self.log_probs)  # mean over t*S tokens
-                objective, penalty = self._objective(loss, out)
+                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):  # opt-in
+                    out = self.net(x[:, cols] if n > 1 else x, self.model.detach_state(state))
+                    loss = token_nll(out.logits, y[:, cols] if n > 1 else y, self.log_probs)  # mean over t*S tokens
+                    objective, penalty = self._objective(loss, out)
                 (objective * (s / self.local_batch) if n > 1 else objective).backward()
             losses.append(loss.detach())
             penalties.append(penalty)
@@ -409,6 +411,8 @@ class Trainer:
             for callback in self.callbacks:
                 if isinstance(callback, (ProgressBar, LivePlot)):
                     callback.enabled = False
+        if cfg.tf32 is not None:
+            set_tf32(cfg.tf32)
         seed_everything(cfg.seed + self.rank)  # dropout masks differ between ranks
         self.device = device()
         self.model.to(self.device)
@@ -456,13 +460,15 @@ class Trainer:
     # ---------------------------------------------------------------- the run directory
 
     def _save_run(self, complete: bool) -> None:
-        """At an epoch end: history, curves, and (when the epoch ran to its end) the resume state."""
+        """At an epoch end: history, curves, and (when the epoch ran to its end) the resume state, every
+        ``checkpoint_every`` epochs and at the run's last."""
         if self.rundir is None:
             return
         rng = distributed.all_gather_object(capture_rng()) if complete else None  # every rank's states
         if not self.main:
             return
-        if complete:
+        every = self.config.checkpoint_every
+        if complete and (self.epoch % every == 0 or self.epoch >= self.config.epochs or self.stop):
             self.rundir.save_last(snapshot(self, rng))
         self._write_history()
 
