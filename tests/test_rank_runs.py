@@ -9,6 +9,8 @@ from lmcourse.networks.models import RNNLM, LMConfig
 from lmcourse.networks.mos import MixtureOfSoftmaxes
 from lmcourse.course import rank_runs
 
+AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (it reads no global)
+
 V = 40
 
 
@@ -162,9 +164,9 @@ def test_a_run_can_be_kept_out_of_the_reference_folder(monkeypatch, tmp_path):
         model.vocab = vocab
         return model, [{"epoch": 1, "valid_ppl": 3.0}]
 
-    kept_out = stored_runs.train_or_load("05-short", {"d": 1}, fit, vocab, reference_run=False)
+    kept_out = stored_runs.train_or_load("05-short", {"d": 1}, fit, vocab, reference_run=False, **AT)
     assert kept_out.path.is_file() and reference.read_manifest() == []
-    stored_runs.train_or_load("05-long", {"d": 1}, fit, vocab)
+    stored_runs.train_or_load("05-long", {"d": 1}, fit, vocab, **AT)
     assert [r["name"] for r in reference.read_manifest()] == ["05-long"]
 
 

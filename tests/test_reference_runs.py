@@ -12,6 +12,8 @@ from lmcourse.store import reference_runs as reference
 from lmcourse.store import stored_runs
 from lmcourse.vocab import Vocab
 
+AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (it reads no global)
+
 VOCAB = Vocab(["<eos>", "a", "b", "c"])
 X = torch.tensor([[1, 2, 3, 1, 2]]).T  # (T, B)
 
@@ -46,7 +48,7 @@ def _logits(model):
 def test_a_stored_reference_run_is_loaded_first_in_half_precision(monkeypatch, tmp_path, capsys):
     _setup(monkeypatch, tmp_path, store=True)
     calls = []
-    trained = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB)
+    trained = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     entry, = reference.read_manifest()
     assert entry["name"] == "06-demo" and entry["lesson"] == "06" and entry["settings"] == {"d": 6}
     assert entry["sha256"] == reference.sha256(tmp_path / "reference" / entry["file"])
@@ -55,7 +57,7 @@ def test_a_stored_reference_run_is_loaded_first_in_half_precision(monkeypatch, t
     monkeypatch.setenv(reference.STORE_ENV, "0")
     for path in (tmp_path / "cache").rglob("*.pt"):  # only the committed copy is left
         path.unlink()
-    loaded = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB)
+    loaded = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and loaded.loaded and [r["epoch"] for r in loaded.history] == [1, 2]
     assert "stored reference run '06-demo'" in capsys.readouterr().out
     assert next(loaded.model.parameters()).dtype == torch.float32
@@ -65,37 +67,37 @@ def test_a_stored_reference_run_is_loaded_first_in_half_precision(monkeypatch, t
 def test_storing_copies_a_finished_run_of_the_users_cache(monkeypatch, tmp_path, capsys):
     _setup(monkeypatch, tmp_path, store=False)
     calls = []
-    trained = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB)
+    trained = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     assert reference.read_manifest() == []
     monkeypatch.setenv(reference.STORE_ENV, "1")  # `make runs` reading what the user already trained
-    loaded = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB)
+    loaded = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and loaded.loaded
     entry, = reference.read_manifest()
     assert entry["name"] == "09-demo" and entry["lesson"] == "09" and entry["epochs"] == 2
     monkeypatch.setenv(reference.STORE_ENV, "0")
     for path in (tmp_path / "cache").rglob("*.pt"):
         path.unlink()
-    again = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB)
+    again = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and "stored reference run '09-demo'" in capsys.readouterr().out
     assert torch.allclose(_logits(again.model), _logits(trained.model), atol=2e-3)
 
 
 def test_the_reference_run_comes_before_the_users_own(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    committed = stored_runs.train_or_load("07-order", {}, _trainer([], seed=1), VOCAB)
+    committed = stored_runs.train_or_load("07-order", {}, _trainer([], seed=1), VOCAB, **AT)
     monkeypatch.setenv(reference.STORE_ENV, "0")
     # the user's cache now holds another model under the same key
     other, _ = _trainer([], seed=2)()
     from lmcourse.training.checkpoint import save_checkpoint
-    save_checkpoint(stored_runs.run_path("07-order", {}, VOCAB), other, VOCAB, [], {"complete": True})
-    loaded = stored_runs.train_or_load("07-order", {}, _trainer([]), VOCAB)
+    save_checkpoint(stored_runs.run_path("07-order", {}, VOCAB, **AT), other, VOCAB, [], {"complete": True})
+    loaded = stored_runs.train_or_load("07-order", {}, _trainer([]), VOCAB, **AT)
     assert torch.allclose(_logits(loaded.model), _logits(committed.model), atol=2e-3)
     assert not torch.allclose(_logits(loaded.model), _logits(other), atol=2e-3)
 
 
 def test_a_damaged_reference_run_is_named_and_trained_afresh(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    stored_runs.train_or_load("08-bad", {}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("08-bad", {}, _trainer([]), VOCAB, **AT)
     monkeypatch.setenv(reference.STORE_ENV, "0")
     entry, = reference.read_manifest()
     path = tmp_path / "reference" / entry["file"]
@@ -106,25 +108,25 @@ def test_a_damaged_reference_run_is_named_and_trained_afresh(monkeypatch, tmp_pa
         cached.unlink()
     calls = []
     with pytest.warns(RuntimeWarning, match=r"reference run .*08-bad.* does not match the sha256"):
-        run = stored_runs.train_or_load("08-bad", {}, _trainer(calls), VOCAB)
+        run = stored_runs.train_or_load("08-bad", {}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and not run.loaded
 
 
 def test_retraining_never_writes_into_the_reference_folder_unless_asked(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    stored_runs.train_or_load("09-demo", {"s": 1}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("09-demo", {"s": 1}, _trainer([]), VOCAB, **AT)
     before = reference.read_manifest()
     monkeypatch.setenv(reference.STORE_ENV, "0")
     monkeypatch.setenv("LMCOURSE_RETRAIN", "1")
     calls = []
-    run = stored_runs.train_or_load("09-demo", {"s": 1}, _trainer(calls), VOCAB)
+    run = stored_runs.train_or_load("09-demo", {"s": 1}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and not run.loaded and reference.read_manifest() == before
 
 
 def test_prune_removes_what_a_regeneration_no_longer_made(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    stored_runs.train_or_load("04-old", {"seed": 0}, _trainer([]), VOCAB)
-    stored_runs.train_or_load("05-keep", {"seed": 0}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("04-old", {"seed": 0}, _trainer([]), VOCAB, **AT)
+    stored_runs.train_or_load("05-keep", {"seed": 0}, _trainer([]), VOCAB, **AT)
     since = max(r["saved_at"] for r in reference.read_manifest()) + 1
     removed = reference.prune("04", since)
     assert len(removed) == 1 and removed[0].startswith("04-old")
@@ -134,8 +136,8 @@ def test_prune_removes_what_a_regeneration_no_longer_made(monkeypatch, tmp_path)
 
 def test_a_lettered_lessons_runs_are_its_own(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    stored_runs.train_or_load("02b-demo", {"seed": 0}, _trainer([]), VOCAB)
-    stored_runs.train_or_load("02-demo", {"seed": 0}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("02b-demo", {"seed": 0}, _trainer([]), VOCAB, **AT)
+    stored_runs.train_or_load("02-demo", {"seed": 0}, _trainer([]), VOCAB, **AT)
     assert {r["name"]: r["lesson"] for r in reference.read_manifest()} == {"02b-demo": "02b", "02-demo": "02"}
     since = max(r["saved_at"] for r in reference.read_manifest()) + 1
     assert [f.split("-")[0] for f in reference.prune("02", since)] == ["02"]

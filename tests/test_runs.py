@@ -8,6 +8,8 @@ from lmcourse.course.runs import lesson08 as dyneval_runs
 from lmcourse.store import reference_runs as reference
 from lmcourse.store import stored_numbers
 
+AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (it reads no global)
+
 
 @pytest.mark.parametrize("scale", config.SCALES)
 def test_the_declarations_are_built_from_the_lessons_knobs(scale):
@@ -33,16 +35,18 @@ def test_a_changed_knob_gives_other_settings():
 @pytest.mark.parametrize("scale", ["cpu", "gpu"])
 def test_lesson_08_uses_the_declared_word_lstm(scale):
     """Lesson 08's stored passes carry the word LSTM's name and settings in their keys: the same as 02b's."""
-    model = dict(dyneval_runs.MODELS[scale])
+    model = dyneval_runs.model_settings(scale)
     name = model.pop("name")
     assert (name, model) == word_lstm.word_lstm(scale)
     assert registry.settings(name, scale) == [model]
 
 
 def test_the_word_lstm_belongs_to_lesson_02b(monkeypatch, tmp_path):
-    assert reference.lesson_of("word-lstm") == reference.lesson_of("word-lstm-gpu") == "02b"
-    assert reference.lesson_of("03-dropout") == "03" and reference.lesson_of("02b-char-lstm") == "02b"
-    assert reference.lesson_of("nothing") == ""
+    assert registry.lesson_of("word-lstm") == registry.lesson_of("word-lstm-gpu") == "02b"
+    assert registry.lesson_of("03-dropout") == "03" and registry.lesson_of("02b-char-lstm") == "02b"
+    assert registry.lesson_of("08-dyneval") == "08" and registry.lesson_of("nothing") == ""
+    assert all(registry.lesson_of(name) == reference.lesson_of(name) for name in registry.REGISTRY
+               if not name.startswith("word-lstm"))  # the store's rule from the name agrees where a name has a lesson
     # a stored measurement of a lettered lesson is its own too
     monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv(reference.FOLDER_ENV, str(tmp_path / "reference"))
@@ -50,8 +54,11 @@ def test_the_word_lstm_belongs_to_lesson_02b(monkeypatch, tmp_path):
     monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
     monkeypatch.setattr(config, "SCALE", "cpu")
     from lmcourse.vocab import Vocab
-    stored_numbers.compute_or_load("02b-demo", {"s": 1}, lambda: {"x": 1.0}, Vocab(["<eos>", "a"]))
+    stored_numbers.compute_or_load("02b-demo", {"s": 1}, lambda: {"x": 1.0}, Vocab(["<eos>", "a"]), **AT)
     assert [r["lesson"] for r in reference.read_manifest()] == ["02b"]
+    # a run whose name starts with no lesson is entered as the lesson it is given
+    stored_numbers.compute_or_load("shared-demo", {"s": 1}, lambda: {"x": 1.0}, Vocab(["<eos>", "a"]), **AT, lesson="02b")
+    assert {r["name"]: r["lesson"] for r in reference.read_manifest()} == {"02b-demo": "02b", "shared-demo": "02b"}
 
 
 def test_make_runs_picks_the_lessons_that_store_measurements_only(tmp_path):

@@ -41,7 +41,7 @@ import torch
 
 from ..checksum import digest
 from ..config import dataset as default_dataset
-from ..config import device, seed_everything
+from ..config import SCALES, device, seed_everything
 from ..config import scale as default_scale
 from ..errors import LMCourseError, sentence
 from ..training import distributed, presets
@@ -73,7 +73,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--preset", required=True, choices=list(presets.PRESETS), metavar="NAME",
                    help="the recipe (listed below)")
     p.add_argument("--data", default=None, help="corpus name or folder (default: the preset's corpus)")
-    p.add_argument("--scale", default=None, choices=presets.SCALES,
+    p.add_argument("--scale", default=None, choices=SCALES,
                    help="gpu: the paper's recipe; ci, cpu: shrunk (default: $LMCOURSE_SCALE, else cpu)")
     p.add_argument("--out", default=None, type=_folder, help="the run directory (default: runs/<preset>-<scale>)")
     start = p.add_mutually_exclusive_group()
@@ -135,7 +135,7 @@ def read_meta(folder) -> Optional[dict]:
     if wrong:
         raise LMCourseError(f"{edited} (its {wrong!r} entry is missing or malformed): restore it, or start the run "
                             "again in a new --out.")
-    if meta["preset"] not in presets.PRESETS or meta["scale"] not in presets.SCALES:
+    if meta["preset"] not in presets.PRESETS or meta["scale"] not in SCALES:
         what = f"preset {meta['preset']!r}" if meta["preset"] not in presets.PRESETS else f"scale {meta['scale']!r}"
         raise LMCourseError(f"{edited} (there is no {what}): restore it, or start the run again in a new --out.")
     try:

@@ -37,20 +37,29 @@ def declare(name: str, runs: Callable[[str], list], level: str = "word", registr
         levels[name] = level
 
 
-def collect(package: str = RUN_PACKAGE) -> tuple[dict, dict]:
-    """``(registry, levels)`` of every module of ``package``: its ``RUNS`` and ``LEVELS``."""
+def collect(package: str = RUN_PACKAGE) -> tuple[dict, dict, dict]:
+    """``(registry, levels, owners)`` of every module of ``package``: its ``RUNS``, its ``LEVELS``, and the
+    lesson of each run (the module's ``LESSON``, else the lesson its name says: ``lesson08`` -> ``08``)."""
     registry: dict[str, Callable[[str], list]] = {}
     levels: dict[str, str] = {}
+    owners: dict[str, str] = {}
     where = importlib.import_module(package)
     for info in sorted(pkgutil.iter_modules(where.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{package}.{info.name}")
+        lesson = getattr(module, "LESSON", info.name.removeprefix("lesson"))
         for name, runs in getattr(module, "RUNS", {}).items():
             declare(name, runs, getattr(module, "LEVELS", {}).get(name, "word"), registry, levels)
-    return registry, levels
+            owners[name] = lesson
+    return registry, levels, owners
 
 
-# run name -> fn(scale); run name -> the level of the corpus it reads, when not "word"
-REGISTRY, LEVELS = collect()
+# run name -> fn(scale); run name -> the level of the corpus it reads, when not "word"; run name -> its lesson
+REGISTRY, LEVELS, OWNERS = collect()
+
+
+def lesson_of(name: str) -> str:
+    """The lesson that declares the run ``name`` ("word-lstm" -> "02b"), else the lesson its name starts with."""
+    return OWNERS.get(name) or reference.lesson_of(name)
 
 
 def settings(name: str, scale: Optional[str] = None) -> list:

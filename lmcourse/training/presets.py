@@ -32,14 +32,14 @@ import typing
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..config import SCALES
 from ..literature import cite, published
 from ..networks.models import LMConfig
 from .trainconfig import TrainConfig
 
-__all__ = ["Preset", "PRESETS", "RECIPE_FIELDS", "SCALABLE", "SCALES", "get", "field_names", "parse_value",
+__all__ = ["Preset", "PRESETS", "RECIPE_FIELDS", "SCALABLE", "get", "field_names", "parse_value",
            "parse_overrides", "resolve", "check", "model_config", "train_config", "describe", "published_rows"]
 
-SCALES = ("ci", "cpu", "gpu")
 # what a scale may shrink: sizes, data, epochs and the two counts measured in epochs
 SCALABLE = frozenset({"emb_size", "hidden_size", "last_size", "n_experts", "epochs", "nonmono", "decay_after",
                       "train_tokens", "valid_tokens", "test_tokens"})

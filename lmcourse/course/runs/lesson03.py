@@ -8,33 +8,31 @@ so only the histories are stored (:func:`lmcourse.store.stored_numbers.compute_o
 """
 from __future__ import annotations
 
-from ... import config
-
-KNOBS = dict(  # each knob: (ci, cpu, gpu)
-    TRAIN_TOKENS=(2_000, 6_000, None),   # training tokens (None: the whole split)
-    VALID_TOKENS=(1_000, 3_000, None),   # held-out tokens scored after every epoch
-    PROBE_TOKENS=(1_000, 3_000, 50_000),  # training tokens re-scored after every epoch
-    EVAL_TOKENS=(1_000, 20_000, None),   # validation / test tokens of the results table
-    EMB_SIZE=(16, 128, 400), HIDDEN_SIZE=(16, 128, 1150), LAYERS=(1, 1, 3),
-    EPOCHS=(2, 8, 40),
-    SEEDS=([0, 1], [0, 1, 2], [0, 1, 2]),  # every variant is trained once per seed
-    BATCH_SIZE=(4, 5, 20), BPTT=(20, 35, 35),
-    OPTIMIZER=("adam", "adam", "sgd"), LR=(5e-3, 5e-3, 20.0),
-    LR_DECAY=(1, 1, 4),                  # divide the rate by this when validation stalls (1: never)
-    P=(0.5,) * 3,                        # the dropout rate of every single-variant run
-    P_EMBED_ALL=(0.1,) * 3,              # embedding dropout inside the combination (the AWD-LSTM's dropoute)
-    ALPHA=(2.0,) * 3, BETA=(1.0,) * 3,   # AR and TAR coefficients (the AWD-LSTM's defaults)
-    TABLE_VARIANT=("all + AR/TAR",) * 3,  # the variant whose models join the results table
-)
+from ...config import by_scale
 
 
 def knobs(scale: str | None = None) -> dict:
     """The knobs at ``scale`` (default: the current one), by their names in the lesson."""
-    scale = scale or config.SCALE
-    if scale not in config.SCALES:
-        raise ValueError(f"Unknown scale {scale!r}: use one of {', '.join(config.SCALES)}.")
-    i = config.SCALES.index(scale)
-    return {name: values[i] for name, values in KNOBS.items()}
+    return dict(
+        TRAIN_TOKENS=by_scale(ci=2_000, cpu=6_000, gpu=None, scale=scale),  # training tokens (None: the whole split)
+        VALID_TOKENS=by_scale(ci=1_000, cpu=3_000, gpu=None, scale=scale),  # held-out tokens scored after every epoch
+        PROBE_TOKENS=by_scale(ci=1_000, cpu=3_000, gpu=50_000, scale=scale),  # training tokens re-scored every epoch
+        EVAL_TOKENS=by_scale(ci=1_000, cpu=20_000, gpu=None, scale=scale),  # validation / test tokens of the table
+        EMB_SIZE=by_scale(ci=16, cpu=128, gpu=400, scale=scale),
+        HIDDEN_SIZE=by_scale(ci=16, cpu=128, gpu=1150, scale=scale),
+        LAYERS=by_scale(ci=1, cpu=1, gpu=3, scale=scale),
+        EPOCHS=by_scale(ci=2, cpu=8, gpu=40, scale=scale),
+        SEEDS=by_scale(ci=[0, 1], cpu=[0, 1, 2], gpu=[0, 1, 2], scale=scale),  # every variant is trained once per seed
+        BATCH_SIZE=by_scale(ci=4, cpu=5, gpu=20, scale=scale),
+        BPTT=by_scale(ci=20, cpu=35, gpu=35, scale=scale),
+        OPTIMIZER=by_scale(ci="adam", cpu="adam", gpu="sgd", scale=scale),
+        LR=by_scale(ci=5e-3, cpu=5e-3, gpu=20.0, scale=scale),
+        LR_DECAY=by_scale(ci=1, cpu=1, gpu=4, scale=scale),  # divide the rate by this when validation stalls (1: never)
+        P=0.5,                      # the dropout rate of every single-variant run
+        P_EMBED_ALL=0.1,            # embedding dropout inside the combination (the AWD-LSTM's dropoute)
+        ALPHA=2.0, BETA=1.0,        # AR and TAR coefficients (the AWD-LSTM's defaults)
+        TABLE_VARIANT="all + AR/TAR",  # the variant whose models join the results table
+    )
 
 
 def dropout_variants(P, P_EMBED_ALL, ALPHA, BETA) -> dict:
