@@ -4,7 +4,7 @@ import pytest
 from lmcourse import config
 from lmcourse.course import registry
 from lmcourse.course.runs import lesson03, lesson04, word_lstm
-from lmcourse.course.runs import lesson08 as dyneval_runs
+from lmcourse.course.runs import lesson08
 from lmcourse.store import reference_runs as reference
 from lmcourse.store import stored_numbers
 
@@ -35,7 +35,7 @@ def test_a_changed_knob_gives_other_settings():
 @pytest.mark.parametrize("scale", ["cpu", "gpu"])
 def test_lesson_08_uses_the_declared_word_lstm(scale):
     """Lesson 08's stored passes carry the word LSTM's name and settings in their keys: the same as 02b's."""
-    model = dyneval_runs.model_settings(scale)
+    model = lesson08.model_settings(scale)
     name = model.pop("name")
     assert (name, model) == word_lstm.word_lstm(scale)
     assert registry.settings(name, scale) == [model]

@@ -87,16 +87,16 @@ def test_lesson_08_declares_each_pass_once_at_every_scale():
     import json
 
     from lmcourse.course import registry
-    from lmcourse.course.runs import lesson08 as dyneval_runs
+    from lmcourse.course.runs import lesson08
     for scale in ("ci", "cpu", "gpu"):
-        declared = registry.settings(dyneval_runs.NAME, scale)
+        declared = registry.settings(lesson08.NAME, scale)
         keys = [json.dumps(s, sort_keys=True) for s in declared]
         assert len(set(keys)) == len(keys)
         roles = {s["role"] for s in declared}
         assert roles == {"grid", "split", "segment", "reset"}
-        p = dyneval_runs.plan(scale)
+        p = lesson08.plan(scale)
         grids = [s for s in declared if s["role"] == "grid"]
-        assert len(grids) == sum(len(p["lrs"][m]) * len(p["decays"][m]) for m in dyneval_runs.METHODS)
+        assert len(grids) == sum(len(p["lrs"][m]) * len(p["decays"][m]) for m in lesson08.METHODS)
         assert p["tune"] >= 20_000 or scale == "ci"
     with pytest.raises(ValueError, match="is not a scale"):
-        dyneval_runs.plan("huge")
+        lesson08.plan("huge")
