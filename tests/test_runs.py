@@ -66,3 +66,29 @@ def test_make_runs_picks_the_lessons_that_store_measurements_only(tmp_path):
     (tmp_path / "01_a.ipynb").write_text('{"cells": [{"source": "print(1)"}]}')
     (tmp_path / "03_c.ipynb").write_text('{"cells": [{"source": "out = compute_or_load(NAME, S, f, v)"}]}')
     assert [p.name for p in lessons.with_runs(lessons.lessons(folder=tmp_path))] == ["03_c.ipynb"]
+
+
+def test_the_one_training_function_loads_the_committed_word_lstm(monkeypatch):
+    """Keyed as before the move, whatever the global scale: the committed run, not a fresh training."""
+    from lmcourse.corpora.data import load_corpus
+
+    monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
+    monkeypatch.setattr(config, "SCALE", "ci")
+
+    def never():
+        raise AssertionError("the shared word LSTM was trained instead of loaded")
+
+    monkeypatch.setattr(word_lstm, "fresh", lambda *a, **k: never())
+    run = word_lstm.train(load_corpus("embedded"), "cpu", "embedded")
+    name, settings = word_lstm.word_lstm("cpu")
+    assert run.loaded and run.path.parent == reference.folder() and run.path.name.startswith(name + "-")
+    assert len(run.history) == settings["epochs"] and run.model.config.tie
+
+
+def test_the_command_line_reaches_the_word_lstm_through_its_function(capsys):
+    from lmcourse.cli.main import build_parser
+
+    args = build_parser().parse_args(["word-lstm", "--scale", "cpu"])
+    assert args.run.__module__ == "lmcourse.cli.word_lstm" and args.scale == "cpu"
+    import inspect
+    assert "word_lstm.train(" in inspect.getsource(args.run)
