@@ -209,3 +209,21 @@ def test_a_run_on_another_corpus_is_checked_on_that_corpus(demo, monkeypatch, tm
     assert registry.problems([entry], fp, where=tmp_path) == []
     moved = registry.problems([dict(entry, corpus="zzz")], fp, where=tmp_path)
     assert len(moved) == 1 and "another version of the plays corpus" in moved[0]
+
+
+def test_a_committed_run_is_rekeyed_without_retraining(monkeypatch, tmp_path):
+    """Renamed settings give a new key: the file moves to it, bytes and sha256 kept, and loads under the new key."""
+    _setup(monkeypatch, tmp_path, store=True)
+    calls = []
+    stored_runs.train_or_load("06-demo", {"emb": 4}, _trainer(calls), VOCAB, **AT)
+    old = reference.read_manifest()[0]
+    key = stored_runs.run_key("06-demo", {"emb_size": 4}, VOCAB, "cpu", "embedded")
+    entry = reference.Entry("06-demo", key, {"emb_size": 4}, "cpu", "embedded", old["corpus"])
+    path = reference.rekey(old["file"], entry)
+    new = reference.read_manifest()
+    assert [r["file"] for r in new] == [path.name] and not (reference.folder() / old["file"]).exists()
+    assert new[0]["sha256"] == old["sha256"] == reference.sha256(path) and new[0]["settings"] == {"emb_size": 4}
+    loaded = stored_runs.train_or_load("06-demo", {"emb_size": 4}, _trainer(calls), VOCAB, **AT)
+    assert loaded.loaded and loaded.path == path and len(calls) == 1
+    with pytest.raises(Exception, match="not in"):
+        reference.rekey("nothing.pt", entry)

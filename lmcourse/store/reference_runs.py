@@ -142,6 +142,23 @@ def store(entry: Entry, model, vocab, rows: list) -> Path:
     return path
 
 
+def rekey(old_file: str, entry: Entry, where: Optional[Path] = None) -> Path:
+    """File the committed result ``old_file`` under ``entry`` (a new key, the same training: e.g. its settings
+    renamed): the file is renamed, its bytes and sha256 stay, and its manifest entry takes the new name, key and
+    settings. Nothing is retrained."""
+    where = Path(where or folder())
+    runs = read_manifest(where)
+    old = next((r for r in runs if r.get("file") == old_file), None)
+    if old is None:
+        raise CheckpointError(f"{old_file} is not in {where / MANIFEST}: give the file name of a committed entry.")
+    path = where / entry.file
+    os.replace(where / old_file, path)
+    row = dict(old, file=entry.file, name=entry.name, key=entry.key, lesson=entry.lesson or old.get("lesson"),
+               settings=json.loads(json.dumps(entry.settings, default=str)))
+    write_manifest([r for r in runs if r is not old] + [row], where)
+    return path
+
+
 def prune(lesson: str, since: float, where: Optional[Path] = None) -> list[str]:
     """Remove the entries (and files) of ``lesson`` ("06") saved before ``since``: runs its regeneration no longer made."""
     where = Path(where or folder())
