@@ -194,10 +194,10 @@ def test_the_committed_reference_runs_are_still_the_lessons():
 
 def test_make_runs_picks_the_lessons_that_store_runs(tmp_path):
     from lmcourse.course import lessons
-    (tmp_path / "01_a.ipynb").write_text('{"cells": [{"source": "print(1)"}]}')
-    (tmp_path / "02_b.ipynb").write_text('{"cells": [{"source": "run = train_or_load(NAME, S, f, v)"}]}')
+    for name in ("01_a.ipynb", "02_b.ipynb", "02b_c.ipynb", "07_d.ipynb", "08_e.ipynb"):
+        (tmp_path / name).write_text('{"cells": [{"source": "print(1)"}]}')
     chosen = lessons.with_runs(lessons.lessons(folder=tmp_path))
-    assert [p.name for p in chosen] == ["02_b.ipynb"]
+    assert [p.name for p in chosen] == ["02b_c.ipynb", "08_e.ipynb"]  # the owners of declared runs, as the registry says
 
 
 def test_a_run_on_another_corpus_is_checked_on_that_corpus(demo, monkeypatch, tmp_path):

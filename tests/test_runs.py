@@ -64,8 +64,10 @@ def test_the_word_lstm_belongs_to_lesson_02b(monkeypatch, tmp_path):
 def test_make_runs_picks_the_lessons_that_store_measurements_only(tmp_path):
     from lmcourse.course import lessons
     (tmp_path / "01_a.ipynb").write_text('{"cells": [{"source": "print(1)"}]}')
-    (tmp_path / "03_c.ipynb").write_text('{"cells": [{"source": "out = compute_or_load(NAME, S, f, v)"}]}')
+    (tmp_path / "03_c.ipynb").write_text('{"cells": [{"source": "print(2)"}]}')
     assert [p.name for p in lessons.with_runs(lessons.lessons(folder=tmp_path))] == ["03_c.ipynb"]
+    real = [lessons.lesson_id(p) for p in lessons.with_runs(lessons.lessons())]
+    assert real == ["02b", "03", "04", "05", "08", "09"]
 
 
 def test_the_one_training_function_loads_the_committed_word_lstm(monkeypatch):

@@ -170,9 +170,12 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
 
 
 def with_runs(paths: Sequence[Path]) -> list[Path]:
-    """The lessons among ``paths`` that store runs (their code calls ``train_or_load`` or ``compute_or_load``)."""
-    return [p for p in paths if any(call in Path(p).read_text(encoding="utf-8")
-                                    for call in ("train_or_load(", "compute_or_load("))]
+    """The lessons among ``paths`` that store runs: those the registry (:mod:`lmcourse.course.registry`) names as the
+    owner of a declared run."""
+    from .registry import REGISTRY, lesson_of
+
+    owners = {lesson_of(name) for name in REGISTRY}
+    return [p for p in paths if lesson_id(p) in owners]
 
 
 def regenerate_runs(paths: Sequence[Path]) -> dict:
