@@ -38,7 +38,7 @@ import numbers
 import numpy as np
 import torch
 
-from ..lm import LanguageModel, check_tokens, perplexity
+from ..lm import LanguageModel, check_tokens
 from ..vocab import Vocab
 from . import counts as nc
 
