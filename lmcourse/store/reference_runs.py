@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..config import by_scale
 from ..corpora.download import sha256_of as sha256
 from ..errors import CheckpointError
 from ..training.checkpoint import atomic_write, load_checkpoint, save_checkpoint
@@ -42,10 +43,15 @@ def folder() -> Path:
     return Path(given).expanduser() if given else Path(__file__).resolve().parents[2] / "reference_runs"
 
 
+def kept(scale: str) -> bool:
+    """Whether results at ``scale`` are stored at all: not at ``ci``, whose runs always exercise the code."""
+    return by_scale(ci=False, cpu=True, gpu=True, scale=scale)
+
+
 def storing(scale: str) -> bool:
-    """True while ``LMCOURSE_STORE_REFERENCE=1`` and ``scale`` is not ``ci``: finished runs are written into the
-    reference folder too."""
-    return os.environ.get(STORE_ENV, "") not in ("", "0") and scale != "ci"
+    """True while ``LMCOURSE_STORE_REFERENCE=1`` at a scale whose results are :func:`kept`: finished runs are
+    written into the reference folder too."""
+    return os.environ.get(STORE_ENV, "") not in ("", "0") and kept(scale)
 
 
 @dataclass(frozen=True)

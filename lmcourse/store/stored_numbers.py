@@ -97,7 +97,7 @@ def compute_or_load(name: str, settings: dict, compute: Callable[[], dict], voca
         raise TypeError(f"compute() for {name!r} must return a dict of tensors and numbers, "
                         f"got {type(numbers).__name__}.")
     numbers = {k: v for k, v in numbers.items() if k != "loaded"}
-    if scale != "ci":
+    if reference.kept(scale):
         _write(path, numbers)
         if reference.storing(scale):
             _to_reference(entry, numbers)

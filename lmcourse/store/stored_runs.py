@@ -81,10 +81,11 @@ def run_path(name: str, settings: dict, vocab, scale: str, dataset) -> Path:
 
 
 def wanted(retrain: Optional[bool], scale: str) -> bool:
-    """Whether a stored result may be used: not at ``ci``, not with ``retrain`` or ``LMCOURSE_RETRAIN=1``."""
+    """Whether a stored result may be used: at a scale whose results are kept, not with ``retrain`` or
+    ``LMCOURSE_RETRAIN=1``."""
     if retrain is not None:
         return not retrain
-    return scale != "ci" and os.environ.get("LMCOURSE_RETRAIN", "") in ("", "0")
+    return reference.kept(scale) and os.environ.get("LMCOURSE_RETRAIN", "") in ("", "0")
 
 
 def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], vocab, *, scale: str, dataset,
@@ -124,7 +125,7 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
             return CachedRun(model, info["history"], True, path)
     model, history = train_fn()
     rows = list(getattr(history, "rows", history) or [])
-    if scale == "ci":
+    if not reference.kept(scale):
         return CachedRun(model, rows, False, None)
     complete = getattr(history, "stop_reason", "completed") == "completed"
     extra = {"run": name, "settings": settings, "complete": complete, "saved_at": time.time()}
