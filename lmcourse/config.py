@@ -237,7 +237,12 @@ def check_environment() -> None:
         data_dir()
 
 
-def by_scale(ci, cpu, gpu):
-    """Pick the value for the current scale: ``by_scale(ci=1, cpu=5, gpu=40)``."""
-    current = globals()["SCALE"] if "SCALE" in globals() else scale()
-    return {"ci": ci, "cpu": cpu, "gpu": gpu}[current]
+def by_scale(ci, cpu, gpu, scale: Optional[str] = None):
+    """The value for ``scale`` (default: the current one): ``by_scale(ci=1, cpu=5, gpu=40)``.
+
+    The course's one way to write a value per scale, in the lessons and in the package alike."""
+    if scale is None:
+        scale = globals()["SCALE"] if "SCALE" in globals() else globals()["scale"]()
+    if scale not in SCALES:
+        raise ValueError(f"scale={scale!r} is not a scale: use one of {', '.join(SCALES)}.")
+    return {"ci": ci, "cpu": cpu, "gpu": gpu}[scale]

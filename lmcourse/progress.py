@@ -30,7 +30,7 @@ _ids = count()
 
 def quiet_run() -> bool:
     """True under continuous integration (``CI`` set) or at the ``ci`` scale."""
-    return bool(os.environ.get("CI")) or config.SCALE == "ci"
+    return bool(os.environ.get("CI")) or config.by_scale(ci=True, cpu=False, gpu=False)
 
 
 def in_notebook() -> bool:

@@ -3,8 +3,10 @@ import torch
 
 from lmcourse import config
 from lmcourse.networks.models import RNNLM, LMConfig
-from lmcourse.training import stored_runs as cached
+from lmcourse.store import stored_runs as cached
 from lmcourse.vocab import Vocab
+
+AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (it reads no global)
 
 
 def _setup(monkeypatch, tmp_path, scale="cpu"):
@@ -30,43 +32,43 @@ def _trainer(calls, vocab, stop="completed"):
 def test_trains_once_then_loads(monkeypatch, tmp_path, capsys):
     _setup(monkeypatch, tmp_path)
     vocab, calls = Vocab(["<eos>", "a", "b"]), []
-    first = cached.train_or_load("demo", {"h": 4}, _trainer(calls, vocab), vocab)
-    second = cached.train_or_load("demo", {"h": 4}, _trainer(calls, vocab), vocab)
+    first = cached.train_or_load("demo", {"h": 4}, _trainer(calls, vocab), vocab, **AT)
+    second = cached.train_or_load("demo", {"h": 4}, _trainer(calls, vocab), vocab, **AT)
     assert len(calls) == 1 and not first.loaded and second.loaded
     assert "Loaded the finished run 'demo'" in capsys.readouterr().out
     assert second.history == [{"epoch": 1, "valid_ppl": 10.0}]
     for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values()):
         assert torch.equal(a.cpu(), b.cpu())
-    cached.train_or_load("demo", {"h": 5}, _trainer(calls, vocab), vocab)  # another setting: trains
-    cached.train_or_load("demo", {"h": 4}, _trainer(calls, vocab), vocab, retrain=True)
+    cached.train_or_load("demo", {"h": 5}, _trainer(calls, vocab), vocab, **AT)  # another setting: trains
+    cached.train_or_load("demo", {"h": 4}, _trainer(calls, vocab), vocab, retrain=True, **AT)
     assert len(calls) == 3
 
 
 def test_unfinished_runs_and_ci_scale_are_not_reused(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path)
     vocab, calls = Vocab(["<eos>", "a"]), []
-    cached.train_or_load("cut", {}, _trainer(calls, vocab, stop="interrupted"), vocab)
-    cached.train_or_load("cut", {}, _trainer(calls, vocab), vocab)
+    cached.train_or_load("cut", {}, _trainer(calls, vocab, stop="interrupted"), vocab, **AT)
+    cached.train_or_load("cut", {}, _trainer(calls, vocab), vocab, **AT)
     assert len(calls) == 2
     _setup(monkeypatch, tmp_path / "ci", scale="ci")
-    run = cached.train_or_load("ci", {}, _trainer(calls, vocab), vocab)
+    run = cached.train_or_load("ci", {}, _trainer(calls, vocab), vocab, scale="ci", dataset="embedded")
     assert run.path is None and not (tmp_path / "ci" / "runs").exists()
 
 
 def test_bad_name_is_one_sentence():
     import pytest
     with pytest.raises(ValueError, match="plain file name"):
-        cached.run_path("../x", {}, Vocab(["<eos>", "a"]))
+        cached.run_path("../x", {}, Vocab(["<eos>", "a"]), **AT)
 
 
 def test_a_damaged_stored_run_is_trained_again(monkeypatch, tmp_path):
     import pytest
     _setup(monkeypatch, tmp_path)
     vocab, calls = Vocab(["<eos>", "a"]), []
-    first = cached.train_or_load("hurt", {}, _trainer(calls, vocab), vocab)
+    first = cached.train_or_load("hurt", {}, _trainer(calls, vocab), vocab, **AT)
     first.path.write_bytes(b"not a checkpoint")
     with pytest.warns(RuntimeWarning, match="cannot be used"):
-        again = cached.train_or_load("hurt", {}, _trainer(calls, vocab), vocab)
+        again = cached.train_or_load("hurt", {}, _trainer(calls, vocab), vocab, **AT)
     assert len(calls) == 2 and not again.loaded
 
 
@@ -74,16 +76,30 @@ def test_a_run_on_another_corpus_is_not_loaded(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path)
     calls = []
     old, new = Vocab(["<eos>", "a"]), Vocab(["<eos>", "a", "b"])
-    cached.train_or_load("shared", {"h": 4}, _trainer(calls, old), old)
-    assert cached.train_or_load("shared", {"h": 4}, _trainer(calls, old), old).loaded
-    again = cached.train_or_load("shared", {"h": 4}, _trainer(calls, new), new)
+    cached.train_or_load("shared", {"h": 4}, _trainer(calls, old), old, **AT)
+    assert cached.train_or_load("shared", {"h": 4}, _trainer(calls, old), old, **AT).loaded
+    again = cached.train_or_load("shared", {"h": 4}, _trainer(calls, new), new, **AT)
     assert not again.loaded and len(calls) == 2
     monkeypatch.setattr(cached, "EMBEDDED_FORMAT", cached.EMBEDDED_FORMAT + 1)  # the corpus's text changed
-    bumped = cached.train_or_load("shared", {"h": 4}, _trainer(calls, new), new)
+    bumped = cached.train_or_load("shared", {"h": 4}, _trainer(calls, new), new, **AT)
     assert not bumped.loaded and len(calls) == 3
 
 
 def test_a_missing_vocabulary_is_one_sentence():
     import pytest
     with pytest.raises(TypeError, match="needs the corpus's Vocab"):
-        cached.run_path("x", {}, ["<eos>", "a"])
+        cached.run_path("x", {}, ["<eos>", "a"], **AT)
+
+
+def test_the_store_reads_the_scale_it_is_given_not_the_global_one(monkeypatch, tmp_path):
+    """At a global ``ci`` a run keyed ``cpu`` is stored and loaded; one keyed ``ci`` under a global ``cpu`` is not."""
+    _setup(monkeypatch, tmp_path, scale="ci")
+    vocab, calls = Vocab(["<eos>", "a"]), []
+    first = cached.train_or_load("given", {}, _trainer(calls, vocab), vocab, **AT)
+    assert first.path is not None and cached.train_or_load("given", {}, _trainer(calls, vocab), vocab, **AT).loaded
+    monkeypatch.setattr(config, "SCALE", "cpu")
+    ci = cached.train_or_load("given", {}, _trainer(calls, vocab), vocab, scale="ci", dataset="embedded")
+    assert not ci.loaded and ci.path is None and len(calls) == 2
+    assert cached.run_key("given", {}, vocab, "cpu", "embedded") != cached.run_key("given", {}, vocab, "gpu", "embedded")
+    assert cached.run_key("given", {}, vocab, "cpu", "ptb") != cached.run_key("given", {}, vocab, "cpu", "embedded")
+

@@ -3,7 +3,7 @@ epochs only; --set reads each value as its field's type; Zaremba's per-sequence 
 import pytest
 import torch
 
-from lmcourse import literature
+from lmcourse import config, literature
 from lmcourse.networks.models import RNNLM, LMConfig
 from lmcourse.training import presets as P
 
@@ -79,7 +79,7 @@ def test_finetuning_presets_continue_their_base_with_the_same_model():
         base = P.PRESETS[p.finetune_of]
         model = lambda s: {k: v for k, v in s.items() if P.field_names()[k] == "model"}  # noqa: E731
         assert base.data == p.data and base.finetune_of is None
-        for scale in P.SCALES:
+        for scale in config.SCALES:
             assert model(P.resolve(p, scale)) == model(P.resolve(base, scale))
 
 

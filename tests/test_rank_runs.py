@@ -1,5 +1,5 @@
 """Heads of a chosen rank after a wide network, mixtures with linear latent contexts, and the runs of
-lessons 05 and 06 where the head's rank binds (lmcourse.training.rank_runs)."""
+lessons 05 and 06 where the head's rank binds (lmcourse.course.rank_runs)."""
 import pytest
 import torch
 
@@ -7,7 +7,9 @@ from lmcourse.corpora.grammar import Params
 from lmcourse.networks import bottleneck as bn
 from lmcourse.networks.models import RNNLM, LMConfig
 from lmcourse.networks.mos import MixtureOfSoftmaxes
-from lmcourse.training import rank_runs
+from lmcourse.course import rank_runs
+
+AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (it reads no global)
 
 V = 40
 
@@ -145,8 +147,8 @@ def test_weighted_fit_equals_the_fit_of_repeated_rows():
 
 def test_a_run_can_be_kept_out_of_the_reference_folder(monkeypatch, tmp_path):
     from lmcourse import config
-    from lmcourse.training import reference_runs as reference
-    from lmcourse.training import stored_runs
+    from lmcourse.store import reference_runs as reference
+    from lmcourse.store import stored_runs
     from lmcourse.vocab import Vocab
 
     vocab = Vocab(["<eos>", "a", "b"])
@@ -162,9 +164,9 @@ def test_a_run_can_be_kept_out_of_the_reference_folder(monkeypatch, tmp_path):
         model.vocab = vocab
         return model, [{"epoch": 1, "valid_ppl": 3.0}]
 
-    kept_out = stored_runs.train_or_load("05-short", {"d": 1}, fit, vocab, reference_run=False)
+    kept_out = stored_runs.train_or_load("05-short", {"d": 1}, fit, vocab, reference_run=False, **AT)
     assert kept_out.path.is_file() and reference.read_manifest() == []
-    stored_runs.train_or_load("05-long", {"d": 1}, fit, vocab)
+    stored_runs.train_or_load("05-long", {"d": 1}, fit, vocab, **AT)
     assert [r["name"] for r in reference.read_manifest()] == ["05-long"]
 
 

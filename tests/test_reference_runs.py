@@ -6,11 +6,13 @@ import pytest
 import torch
 
 from lmcourse import config
-from lmcourse.course import lesson_runs
+from lmcourse.course import registry
 from lmcourse.networks.models import RNNLM, LMConfig
-from lmcourse.training import reference_runs as reference
-from lmcourse.training import stored_runs
+from lmcourse.store import reference_runs as reference
+from lmcourse.store import stored_runs
 from lmcourse.vocab import Vocab
+
+AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (it reads no global)
 
 VOCAB = Vocab(["<eos>", "a", "b", "c"])
 X = torch.tensor([[1, 2, 3, 1, 2]]).T  # (T, B)
@@ -46,7 +48,7 @@ def _logits(model):
 def test_a_stored_reference_run_is_loaded_first_in_half_precision(monkeypatch, tmp_path, capsys):
     _setup(monkeypatch, tmp_path, store=True)
     calls = []
-    trained = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB)
+    trained = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     entry, = reference.read_manifest()
     assert entry["name"] == "06-demo" and entry["lesson"] == "06" and entry["settings"] == {"d": 6}
     assert entry["sha256"] == reference.sha256(tmp_path / "reference" / entry["file"])
@@ -55,7 +57,7 @@ def test_a_stored_reference_run_is_loaded_first_in_half_precision(monkeypatch, t
     monkeypatch.setenv(reference.STORE_ENV, "0")
     for path in (tmp_path / "cache").rglob("*.pt"):  # only the committed copy is left
         path.unlink()
-    loaded = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB)
+    loaded = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and loaded.loaded and [r["epoch"] for r in loaded.history] == [1, 2]
     assert "stored reference run '06-demo'" in capsys.readouterr().out
     assert next(loaded.model.parameters()).dtype == torch.float32
@@ -65,37 +67,37 @@ def test_a_stored_reference_run_is_loaded_first_in_half_precision(monkeypatch, t
 def test_storing_copies_a_finished_run_of_the_users_cache(monkeypatch, tmp_path, capsys):
     _setup(monkeypatch, tmp_path, store=False)
     calls = []
-    trained = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB)
+    trained = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     assert reference.read_manifest() == []
     monkeypatch.setenv(reference.STORE_ENV, "1")  # `make runs` reading what the user already trained
-    loaded = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB)
+    loaded = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and loaded.loaded
     entry, = reference.read_manifest()
     assert entry["name"] == "09-demo" and entry["lesson"] == "09" and entry["epochs"] == 2
     monkeypatch.setenv(reference.STORE_ENV, "0")
     for path in (tmp_path / "cache").rglob("*.pt"):
         path.unlink()
-    again = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB)
+    again = stored_runs.train_or_load("09-demo", {"d": 6}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and "stored reference run '09-demo'" in capsys.readouterr().out
     assert torch.allclose(_logits(again.model), _logits(trained.model), atol=2e-3)
 
 
 def test_the_reference_run_comes_before_the_users_own(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    committed = stored_runs.train_or_load("07-order", {}, _trainer([], seed=1), VOCAB)
+    committed = stored_runs.train_or_load("07-order", {}, _trainer([], seed=1), VOCAB, **AT)
     monkeypatch.setenv(reference.STORE_ENV, "0")
     # the user's cache now holds another model under the same key
     other, _ = _trainer([], seed=2)()
     from lmcourse.training.checkpoint import save_checkpoint
-    save_checkpoint(stored_runs.run_path("07-order", {}, VOCAB), other, VOCAB, [], {"complete": True})
-    loaded = stored_runs.train_or_load("07-order", {}, _trainer([]), VOCAB)
+    save_checkpoint(stored_runs.run_path("07-order", {}, VOCAB, **AT), other, VOCAB, [], {"complete": True})
+    loaded = stored_runs.train_or_load("07-order", {}, _trainer([]), VOCAB, **AT)
     assert torch.allclose(_logits(loaded.model), _logits(committed.model), atol=2e-3)
     assert not torch.allclose(_logits(loaded.model), _logits(other), atol=2e-3)
 
 
 def test_a_damaged_reference_run_is_named_and_trained_afresh(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    stored_runs.train_or_load("08-bad", {}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("08-bad", {}, _trainer([]), VOCAB, **AT)
     monkeypatch.setenv(reference.STORE_ENV, "0")
     entry, = reference.read_manifest()
     path = tmp_path / "reference" / entry["file"]
@@ -106,25 +108,25 @@ def test_a_damaged_reference_run_is_named_and_trained_afresh(monkeypatch, tmp_pa
         cached.unlink()
     calls = []
     with pytest.warns(RuntimeWarning, match=r"reference run .*08-bad.* does not match the sha256"):
-        run = stored_runs.train_or_load("08-bad", {}, _trainer(calls), VOCAB)
+        run = stored_runs.train_or_load("08-bad", {}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and not run.loaded
 
 
 def test_retraining_never_writes_into_the_reference_folder_unless_asked(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    stored_runs.train_or_load("09-demo", {"s": 1}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("09-demo", {"s": 1}, _trainer([]), VOCAB, **AT)
     before = reference.read_manifest()
     monkeypatch.setenv(reference.STORE_ENV, "0")
     monkeypatch.setenv("LMCOURSE_RETRAIN", "1")
     calls = []
-    run = stored_runs.train_or_load("09-demo", {"s": 1}, _trainer(calls), VOCAB)
+    run = stored_runs.train_or_load("09-demo", {"s": 1}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and not run.loaded and reference.read_manifest() == before
 
 
 def test_prune_removes_what_a_regeneration_no_longer_made(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    stored_runs.train_or_load("04-old", {"seed": 0}, _trainer([]), VOCAB)
-    stored_runs.train_or_load("05-keep", {"seed": 0}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("04-old", {"seed": 0}, _trainer([]), VOCAB, **AT)
+    stored_runs.train_or_load("05-keep", {"seed": 0}, _trainer([]), VOCAB, **AT)
     since = max(r["saved_at"] for r in reference.read_manifest()) + 1
     removed = reference.prune("04", since)
     assert len(removed) == 1 and removed[0].startswith("04-old")
@@ -134,8 +136,8 @@ def test_prune_removes_what_a_regeneration_no_longer_made(monkeypatch, tmp_path)
 
 def test_a_lettered_lessons_runs_are_its_own(monkeypatch, tmp_path):
     _setup(monkeypatch, tmp_path, store=True)
-    stored_runs.train_or_load("02b-demo", {"seed": 0}, _trainer([]), VOCAB)
-    stored_runs.train_or_load("02-demo", {"seed": 0}, _trainer([]), VOCAB)
+    stored_runs.train_or_load("02b-demo", {"seed": 0}, _trainer([]), VOCAB, **AT)
+    stored_runs.train_or_load("02-demo", {"seed": 0}, _trainer([]), VOCAB, **AT)
     assert {r["name"]: r["lesson"] for r in reference.read_manifest()} == {"02b-demo": "02b", "02-demo": "02"}
     since = max(r["saved_at"] for r in reference.read_manifest()) + 1
     assert [f.split("-")[0] for f in reference.prune("02", since)] == ["02"]
@@ -143,10 +145,10 @@ def test_a_lettered_lessons_runs_are_its_own(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def registry(monkeypatch):
-    monkeypatch.setattr(lesson_runs, "REGISTRY", {})
-    lesson_runs.declare("06-demo")(lambda scale: [{"d": 6, "seed": s} for s in range(2)])
-    return lesson_runs.REGISTRY
+def demo(monkeypatch):
+    monkeypatch.setattr(registry, "REGISTRY", {})
+    registry.declare("06-demo", lambda scale: [{"d": 6, "seed": s} for s in range(2)])
+    return registry.REGISTRY
 
 
 def _entry(settings, corpus="fp", name="06-demo", scale="cpu"):
@@ -154,35 +156,35 @@ def _entry(settings, corpus="fp", name="06-demo", scale="cpu"):
             "dataset": "embedded", "corpus": corpus}
 
 
-def test_the_check_names_a_run_whose_settings_or_corpus_moved(registry, tmp_path):
+def test_the_check_names_a_run_whose_settings_or_corpus_moved(demo, tmp_path):
     fp = {"embedded": "fp"}
-    assert lesson_runs.problems([_entry({"d": 6, "seed": 1})], fp, where=tmp_path) == []
-    moved = lesson_runs.problems([_entry({"d": 8, "seed": 1})], fp, where=tmp_path)
+    assert registry.problems([_entry({"d": 6, "seed": 1})], fp, where=tmp_path) == []
+    moved = registry.problems([_entry({"d": 8, "seed": 1})], fp, where=tmp_path)
     assert len(moved) == 1 and "settings lesson 06 no longer uses" in moved[0] and "make runs LESSONS=06" in moved[0]
-    corpus = lesson_runs.problems([_entry({"d": 6, "seed": 0}, corpus="old")], fp, where=tmp_path)
+    corpus = registry.problems([_entry({"d": 6, "seed": 0}, corpus="old")], fp, where=tmp_path)
     assert len(corpus) == 1 and "another version of the embedded corpus" in corpus[0]
-    unknown = lesson_runs.problems([_entry({}, name="07-nobody")], fp, where=tmp_path)
+    unknown = registry.problems([_entry({}, name="07-nobody")], fp, where=tmp_path)
     assert len(unknown) == 1 and "no lesson declares" in unknown[0]
 
 
-def test_the_check_enforces_the_size_budget(registry, tmp_path):
+def test_the_check_enforces_the_size_budget(demo, tmp_path):
     (tmp_path / "big.pt").write_bytes(b"\0" * 2000)
-    over = lesson_runs.problems([], {}, budget=1000, where=tmp_path)
+    over = registry.problems([], {}, budget=1000, where=tmp_path)
     assert len(over) == 1 and "over the course's budget" in over[0]
-    assert lesson_runs.problems([], {}, budget=10_000, where=tmp_path) == []
+    assert registry.problems([], {}, budget=10_000, where=tmp_path) == []
 
 
-def test_a_run_name_is_declared_once(registry):
+def test_a_run_name_is_declared_once(demo):
     with pytest.raises(ValueError, match="declared twice"):
-        lesson_runs.declare("06-demo")(lambda scale: [])
+        registry.declare("06-demo", lambda scale: [])
     with pytest.raises(KeyError, match="No lesson declares"):
-        lesson_runs.settings("99-none", "cpu")
-    assert lesson_runs.settings("06-demo", "cpu")[1] == {"d": 6, "seed": 1}
+        registry.settings("99-none", "cpu")
+    assert registry.settings("06-demo", "cpu")[1] == {"d": 6, "seed": 1}
 
 
 def test_the_committed_reference_runs_are_still_the_lessons():
     """The real folder: every committed run is declared, trained with today's settings and corpus, in budget."""
-    found = lesson_runs.problems()
+    found = registry.problems()
     assert not found, "\n".join(found)
     manifest = json.loads((reference.folder() / reference.MANIFEST).read_text())
     listed = {r["file"] for r in manifest["runs"]}
@@ -192,18 +194,36 @@ def test_the_committed_reference_runs_are_still_the_lessons():
 
 def test_make_runs_picks_the_lessons_that_store_runs(tmp_path):
     from lmcourse.course import lessons
-    (tmp_path / "01_a.ipynb").write_text('{"cells": [{"source": "print(1)"}]}')
-    (tmp_path / "02_b.ipynb").write_text('{"cells": [{"source": "run = train_or_load(NAME, S, f, v)"}]}')
+    for name in ("01_a.ipynb", "02_b.ipynb", "02b_c.ipynb", "07_d.ipynb", "08_e.ipynb"):
+        (tmp_path / name).write_text('{"cells": [{"source": "print(1)"}]}')
     chosen = lessons.with_runs(lessons.lessons(folder=tmp_path))
-    assert [p.name for p in chosen] == ["02_b.ipynb"]
+    assert [p.name for p in chosen] == ["02b_c.ipynb", "08_e.ipynb"]  # the owners of declared runs, as the registry says
 
 
-def test_a_run_on_another_corpus_is_checked_on_that_corpus(registry, monkeypatch, tmp_path):
-    monkeypatch.setattr(lesson_runs, "LEVELS", {})
-    lesson_runs.declare("02b-chars", level="char")(lambda scale: [{"corpus": "plays", "d": 1}])
+def test_a_run_on_another_corpus_is_checked_on_that_corpus(demo, monkeypatch, tmp_path):
+    monkeypatch.setattr(registry, "LEVELS", {})
+    registry.declare("02b-chars", lambda scale: [{"corpus": "plays", "d": 1}], level="char")
     fp = {("plays", "char"): "abc", "embedded": "zzz"}
     entry = {"file": "02b-chars-x.pt", "lesson": "02b", "name": "02b-chars", "settings": {"corpus": "plays", "d": 1},
              "scale": "cpu", "dataset": "embedded", "corpus": "abc"}
-    assert lesson_runs.problems([entry], fp, where=tmp_path) == []
-    moved = lesson_runs.problems([dict(entry, corpus="zzz")], fp, where=tmp_path)
+    assert registry.problems([entry], fp, where=tmp_path) == []
+    moved = registry.problems([dict(entry, corpus="zzz")], fp, where=tmp_path)
     assert len(moved) == 1 and "another version of the plays corpus" in moved[0]
+
+
+def test_a_committed_run_is_rekeyed_without_retraining(monkeypatch, tmp_path):
+    """Renamed settings give a new key: the file moves to it, bytes and sha256 kept, and loads under the new key."""
+    _setup(monkeypatch, tmp_path, store=True)
+    calls = []
+    stored_runs.train_or_load("06-demo", {"emb": 4}, _trainer(calls), VOCAB, **AT)
+    old = reference.read_manifest()[0]
+    key = stored_runs.run_key("06-demo", {"emb_size": 4}, VOCAB, "cpu", "embedded")
+    entry = reference.Entry("06-demo", key, {"emb_size": 4}, "cpu", "embedded", old["corpus"])
+    path = reference.rekey(old["file"], entry)
+    new = reference.read_manifest()
+    assert [r["file"] for r in new] == [path.name] and not (reference.folder() / old["file"]).exists()
+    assert new[0]["sha256"] == old["sha256"] == reference.sha256(path) and new[0]["settings"] == {"emb_size": 4}
+    loaded = stored_runs.train_or_load("06-demo", {"emb_size": 4}, _trainer(calls), VOCAB, **AT)
+    assert loaded.loaded and loaded.path == path and len(calls) == 1
+    with pytest.raises(Exception, match="not in"):
+        reference.rekey("nothing.pt", entry)

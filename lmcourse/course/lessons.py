@@ -8,16 +8,16 @@ Two uses, both from the command line (and from the Makefile)::
 
 ``warm`` executes every lesson at the scale (default ``$LMCOURSE_SCALE``, else ``cpu``) and throws the
 outputs away: a lesson trains each of its long runs the first time and stores it (see
-:mod:`lmcourse.training.stored_runs`), so after ``warm`` a Run All loads them instead of training.
+:mod:`lmcourse.store.stored_runs`), so after ``warm`` a Run All loads them instead of training.
 One progress bar runs over all the lessons, its total in estimated seconds (each lesson's measured
-time on this machine when known, else :data:`ESTIMATE_S`), so its time estimate is honest from
+time on this machine when known, else :func:`estimate_s`), so its time estimate is honest from
 the start. ``store`` executes the lessons and saves them with their outputs: the kernel name a
 fresh JupyterLab writes, each progress bar in its final state, a stamp in the metadata
 (:data:`lmcourse.course.outputs.STAMP`) that says which scale and which execution path made them, and
 each cell's slide type as :mod:`lmcourse.course.slides` declares it.
 
 ``runs`` regenerates the reference runs committed in ``reference_runs/`` (see
-:mod:`lmcourse.training.reference_runs`): it executes, at ``cpu`` scale, each lesson that stores runs,
+:mod:`lmcourse.store.reference_runs`): it executes, at ``cpu`` scale, each lesson that stores runs,
 training every run afresh with ``LMCOURSE_STORE_REFERENCE=1`` so that each finished run is written
 there in half precision; a lesson's entries that the new execution did not make are removed.
 
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .. import config
+from ..config import by_scale
 from ..errors import ConfigError
 from ..progress import bar
 from .outputs import MACHINERY, STAMP, problems
@@ -43,11 +44,14 @@ from .outputs import MACHINERY, STAMP, problems
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-# Seconds for a first run at each scale on a 2-core CPU (what the lessons' headers state, rounded up):
-# the starting guess of the time estimate until this machine has run the lesson once.
-ESTIMATE_S = {"ci": 45, "cpu": 420, "gpu": 7200}
 TIMES_FILE = "lesson-times.json"
 PATTERN = "[0-9][0-9]*_*.ipynb"  # 02_lstm_from_equations.ipynb, 02b_lstm_language_models.ipynb, ...
+
+
+def estimate_s(scale: str) -> float:
+    """Seconds for a first run of a lesson at ``scale`` on a 2-core CPU (what the lessons' headers state, rounded
+    up): the starting guess of the time estimate until this machine has run the lesson once."""
+    return by_scale(ci=45, cpu=420, gpu=7200, scale=scale)
 
 
 def lesson_id(path) -> str:
@@ -100,7 +104,7 @@ def _record_time(scale: str, lesson: Path, seconds: float) -> None:
 
 def estimate(scale: str, lesson: Path) -> float:
     """Seconds the lesson is expected to take: its last measured time here, else the scale's guess."""
-    return float(measured_times().get(f"{scale}/{lesson.name}", ESTIMATE_S[scale]))
+    return float(measured_times().get(f"{scale}/{lesson.name}", estimate_s(scale)))
 
 
 def _scale(scale: Optional[str]) -> str:
@@ -176,14 +180,17 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
 
 
 def with_runs(paths: Sequence[Path]) -> list[Path]:
-    """The lessons among ``paths`` that store runs (their code calls ``train_or_load`` or ``compute_or_load``)."""
-    return [p for p in paths if any(call in Path(p).read_text(encoding="utf-8")
-                                    for call in ("train_or_load(", "compute_or_load("))]
+    """The lessons among ``paths`` that store runs: those the registry (:mod:`lmcourse.course.registry`) names as the
+    owner of a declared run."""
+    from .registry import REGISTRY, lesson_of
+
+    owners = {lesson_of(name) for name in REGISTRY}
+    return [p for p in paths if lesson_id(p) in owners]
 
 
 def regenerate_runs(paths: Sequence[Path]) -> dict:
     """Retrain the reference runs of these lessons at ``cpu`` into ``reference_runs/``; ``{lesson: seconds}``."""
-    from ..training import reference_runs as reference
+    from ..store import reference_runs as reference
 
     env = dict(os.environ, LMCOURSE_STORE_REFERENCE="1", LMCOURSE_RETRAIN="1")
 

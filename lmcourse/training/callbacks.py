@@ -239,3 +239,74 @@ class LivePlot(Callback):
             self.handle = display(image, display_id=True)
         else:
             self.handle.update(image)
+
+
+class KeepCurve(Callback):
+    """Copies a :class:`LivePlot`'s points of the epoch into the epoch's history row (``row["curve"]``),
+    so that a run loaded from disk can draw its within-epoch curve too."""
+
+    def __init__(self, plot: LivePlot):
+        self.plot = plot
+
+    def on_epoch_end(self, trainer, row: dict) -> None:
+        row["curve"] = [list(p) for p in self.plot.points if trainer.epoch - 1 < p[0] <= trainer.epoch]
+
+
+class Snapshots(KeepCurve):
+    """Samples the model after the batches in ``at`` (counted across epochs) with ``sample(model)``; at the end
+    of each epoch keeps them (``row["samples"]``: ``[batch, text]`` pairs), the batches so far (``row["batches"]``)
+    and the live plot's points of the epoch (``row["curve"]``) in the epoch's history row."""
+
+    def __init__(self, at, sample, plot: LivePlot):
+        super().__init__(plot)
+        self.at, self.sample, self.samples, self.step = set(at), sample, [], 0
+
+    def on_batch_end(self, trainer, batch_idx: int, loss) -> None:
+        self.step += 1
+        if self.step in self.at:
+            self.samples.append([self.step, self.sample(trainer.model)])
+
+    def on_epoch_end(self, trainer, row: dict) -> None:
+        row["samples"], self.samples = self.samples, []
+        row["batches"] = self.step
+        super().on_epoch_end(trainer, row)
+
+
+def nll_with_dropout(model, source: torch.Tensor, bptt: int) -> float:
+    r"""Mean cross-entropy :math:`L` (nats per token) over a batchified ``source`` (T, B) with dropout on, as
+    training sees it; no gradients, and the random state is put back, so measuring does not change the
+    training that follows (:func:`lmcourse.networks.loss.evaluate` gives the same with dropout off)."""
+    from ..corpora.data import bptt_batches
+    from ..networks.loss import returns_log_probs, token_nll
+
+    was_training, log_probs = model.training, returns_log_probs(model)
+    model.train(True)
+    total = 0.0
+    with torch.no_grad(), torch.random.fork_rng(devices=[source.device] if source.is_cuda else []):
+        state = model.init_state(source.size(1))
+        for x, y in bptt_batches(source, bptt):
+            out = model(x, state)
+            state = out.state
+            total += token_nll(out.logits, y, log_probs, reduction="sum").item()
+    model.train(was_training)
+    return total / ((source.size(0) - 1) * source.size(1))
+
+
+class TrainProbe(Callback):
+    """After every epoch, the perplexity of a slice of training text (``tokens``, read in ``columns`` columns),
+    stored in the epoch's row: with the end-of-epoch weights and dropout off (``train_off_ppl``) and, with
+    ``with_dropout``, on as training sees it (``train_on_ppl``): dropout's cost and overfitting told apart."""
+
+    def __init__(self, tokens: torch.Tensor, with_dropout: bool = True, columns: int = 10):
+        self.tokens, self.with_dropout, self.columns = tokens, with_dropout, columns
+
+    def on_train_begin(self, trainer) -> None:
+        from ..corpora.data import batchify
+
+        self.source = batchify(self.tokens, self.columns).to(trainer.device)  # (T, columns)
+
+    def on_epoch_end(self, trainer, row: dict) -> None:
+        bptt = trainer.config.bptt
+        if self.with_dropout:
+            row["train_on_ppl"] = perplexity_from_nll(nll_with_dropout(trainer.model, self.source, bptt))
+        row["train_off_ppl"] = perplexity_from_nll(evaluate(trainer.model, self.source, bptt))

@@ -32,14 +32,14 @@ import typing
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..config import SCALES, by_scale
 from ..literature import cite, published
 from ..networks.models import LMConfig
 from .trainconfig import TrainConfig
 
-__all__ = ["Preset", "PRESETS", "RECIPE_FIELDS", "SCALABLE", "SCALES", "get", "field_names", "parse_value",
+__all__ = ["Preset", "PRESETS", "RECIPE_FIELDS", "SCALABLE", "get", "field_names", "parse_value",
            "parse_overrides", "resolve", "check", "model_config", "train_config", "describe", "published_rows"]
 
-SCALES = ("ci", "cpu", "gpu")
 # what a scale may shrink: sizes, data, epochs and the two counts measured in epochs
 SCALABLE = frozenset({"emb_size", "hidden_size", "last_size", "n_experts", "epochs", "nonmono", "decay_after",
                       "train_tokens", "valid_tokens", "test_tokens"})
@@ -194,17 +194,23 @@ MOS_FINETUNE = cited(f"{MOS}, finetune.py (ASGD from the trained weights, same w
 
 # ------------------------------------------------------------------------------- the scales
 
-CI_DATA = dict(train_tokens=3000, valid_tokens=600, test_tokens=600)
-CPU_DATA = dict(train_tokens=100_000, valid_tokens=20_000, test_tokens=20_000)
-SMALL = {  # family -> scale -> overrides (only SCALABLE fields)
-    "lstm": {"ci": dict(emb_size=16, hidden_size=16, epochs=3, decay_after=1, **CI_DATA),
-             "cpu": dict(emb_size=200, hidden_size=200, epochs=4, decay_after=2, **CPU_DATA)},
-    "awd": {"ci": dict(emb_size=16, hidden_size=24, epochs=4, nonmono=1, **CI_DATA),
-            "cpu": dict(emb_size=200, hidden_size=400, epochs=4, nonmono=1, **CPU_DATA)},
-    "mos": {"ci": dict(emb_size=16, hidden_size=24, last_size=20, n_experts=3, epochs=4, nonmono=1, **CI_DATA),
-            "cpu": dict(emb_size=100, hidden_size=300, last_size=150, n_experts=5, epochs=3, nonmono=1,
-                        train_tokens=50_000, valid_tokens=10_000, test_tokens=10_000)},
-}
+def small(family: str, scale: str) -> dict:
+    """What ``scale`` shrinks in the recipes of ``family`` (only SCALABLE fields; nothing at ``gpu``, the papers')."""
+    ci_data = dict(train_tokens=3000, valid_tokens=600, test_tokens=600)
+    cpu_data = dict(train_tokens=100_000, valid_tokens=20_000, test_tokens=20_000)
+    return {
+        "lstm": by_scale(ci=dict(emb_size=16, hidden_size=16, epochs=3, decay_after=1, **ci_data),
+                         cpu=dict(emb_size=200, hidden_size=200, epochs=4, decay_after=2, **cpu_data), gpu={},
+                         scale=scale),
+        "awd": by_scale(ci=dict(emb_size=16, hidden_size=24, epochs=4, nonmono=1, **ci_data),
+                        cpu=dict(emb_size=200, hidden_size=400, epochs=4, nonmono=1, **cpu_data), gpu={},
+                        scale=scale),
+        "mos": by_scale(ci=dict(emb_size=16, hidden_size=24, last_size=20, n_experts=3, epochs=4, nonmono=1, **ci_data),
+                        cpu=dict(emb_size=100, hidden_size=300, last_size=150, n_experts=5, epochs=3, nonmono=1,
+                                 train_tokens=50_000, valid_tokens=10_000, test_tokens=10_000), gpu={},
+                        scale=scale),
+    }[family]
+
 
 # ------------------------------------------------------------------------------- evaluation settings
 
@@ -218,7 +224,8 @@ DYNEVAL_MOS_WT2 = dict(paper="MoS, wikitext-2", source=f"{MOS}, README (WikiText
 
 def _preset(name, summary, data, recipe, published_, family, finetune_of=None, evaluation=None) -> Preset:
     values, sources = recipe
-    return Preset(name, summary, data, dict(values), dict(sources), tuple(published_), SMALL[family], finetune_of,
+    return Preset(name, summary, data, dict(values), dict(sources), tuple(published_),
+                  {scale: small(family, scale) for scale in SCALES}, finetune_of,
                   evaluation or {})
 
 

@@ -9,7 +9,7 @@ one entry per run::
      "epochs": 6, "bytes": 812345, "sha256": "...", "saved_at": 1790000000.0}
 
 :func:`load` gives a run back only when its key (settings, scale, dataset and corpus fingerprint,
-hashed by :mod:`lmcourse.training.stored_runs`) matches and the file's sha256 equals the manifest's;
+hashed by :mod:`lmcourse.store.stored_runs`, all given by the caller as an :class:`Entry`) matches and the file's sha256 equals the manifest's;
 a damaged file is reported in one sentence and skipped, so the lesson trains instead of crashing.
 :func:`store` is called for every finished run while ``LMCOURSE_STORE_REFERENCE=1`` (what ``make runs``
 sets). The whole folder stays under :data:`BUDGET_BYTES`.
@@ -22,13 +22,14 @@ import os
 import re
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .. import config
+from ..config import by_scale
 from ..corpora.download import sha256_of as sha256
 from ..errors import CheckpointError
-from .checkpoint import atomic_write, load_checkpoint, save_checkpoint
+from ..training.checkpoint import atomic_write, load_checkpoint, save_checkpoint
 
 FOLDER_ENV = "LMCOURSE_REFERENCE_RUNS"
 STORE_ENV = "LMCOURSE_STORE_REFERENCE"
@@ -42,9 +43,45 @@ def folder() -> Path:
     return Path(given).expanduser() if given else Path(__file__).resolve().parents[2] / "reference_runs"
 
 
-def storing() -> bool:
-    """True while ``LMCOURSE_STORE_REFERENCE=1``: finished runs are written into the reference folder too."""
-    return os.environ.get(STORE_ENV, "") not in ("", "0") and config.SCALE != "ci"
+def kept(scale: str) -> bool:
+    """Whether results at ``scale`` are stored at all: not at ``ci``, whose runs always exercise the code."""
+    return by_scale(ci=False, cpu=True, gpu=True, scale=scale)
+
+
+def storing(scale: str) -> bool:
+    """True while ``LMCOURSE_STORE_REFERENCE=1`` at a scale whose results are :func:`kept`: finished runs are
+    written into the reference folder too."""
+    return os.environ.get(STORE_ENV, "") not in ("", "0") and kept(scale)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What a stored result is filed under: its name, its key and what the key hashes, and its lesson."""
+    name: str
+    key: str
+    settings: dict
+    scale: str
+    dataset: object  # a corpus name or folder
+    corpus: str  # the corpus fingerprint
+    lesson: Optional[str] = None  # default: the lesson the name starts with (:func:`lesson_of`)
+
+    @property
+    def file(self) -> str:
+        return f"{self.name}-{self.key}.pt"
+
+    def row(self, path: Path, kind: Optional[str] = None, epochs: int = 0) -> dict:
+        """The manifest's entry for the file ``path`` written under this key."""
+        row = {"file": self.file, "lesson": self.lesson or lesson_of(self.name), "name": self.name, "key": self.key,
+               "settings": json.loads(json.dumps(self.settings, default=str)), "scale": self.scale,
+               "dataset": str(self.dataset), "corpus": self.corpus, "epochs": epochs, "bytes": path.stat().st_size,
+               "sha256": sha256(path), "saved_at": time.time()}
+        return {"kind": kind, **row} if kind else row
+
+
+def enter(row: dict, where: Optional[Path] = None) -> None:
+    """Add ``row`` to the manifest, replacing the entry of the same file."""
+    runs = [r for r in read_manifest(where) if r.get("file") != row["file"]]
+    write_manifest(runs + [row], where)
 
 
 def read_manifest(where: Optional[Path] = None) -> list[dict]:
@@ -92,34 +129,39 @@ def load(name: str, key: str, vocab):
     return None
 
 
-# Runs whose name does not start with their lesson: the shared word LSTM kept the name it had before
-# lessons named their runs, since lessons 07-09 load it by that name and lesson 08's stored passes
-# carry it in their keys. Lesson 02b trains it.
-OWNERS = {"word-lstm": "02b", "word-lstm-gpu": "02b"}
-
-
 def lesson_of(name: str) -> str:
-    """The lesson that trains the run ``name``: "06-mos" -> "06", "02b-char-lstm" -> "02b", "word-lstm" -> "02b"."""
-    if name in OWNERS:
-        return OWNERS[name]
+    """The lesson a run's name starts with: "06-mos" -> "06", "02b-char-lstm" -> "02b", "word-lstm" -> "".
+
+    A run whose name starts with no lesson (the shared word LSTM) says whose it is in its :class:`Entry`."""
     lesson = re.match(r"\d\d[a-z]?(?=-)", name)
     return lesson[0] if lesson else ""
 
 
-def store(name: str, key: str, settings: dict, model, vocab, rows: list, corpus: str) -> Path:
+def store(entry: Entry, model, vocab, rows: list) -> Path:
     """Write a finished run in half precision and enter it in the manifest (replacing one of the same key)."""
     where = folder()
     where.mkdir(parents=True, exist_ok=True)
-    entry_file = f"{name}-{key}.pt"
     half = copy.deepcopy(model).cpu().half()
-    path = save_checkpoint(where / entry_file, half, vocab, rows, {"run": name, "settings": settings,
+    path = save_checkpoint(where / entry.file, half, vocab, rows, {"run": entry.name, "settings": entry.settings,
                                                                    "complete": True, "precision": "float16"})
-    entry = {"file": entry_file, "lesson": lesson_of(name), "name": name, "key": key,
-             "settings": json.loads(json.dumps(settings, default=str)), "scale": config.SCALE,
-             "dataset": str(config.DATASET), "corpus": corpus, "epochs": len(rows), "bytes": path.stat().st_size,
-             "sha256": sha256(path), "saved_at": time.time()}
-    runs = [r for r in read_manifest(where) if r.get("file") != entry_file]
-    write_manifest(runs + [entry], where)
+    enter(entry.row(path, epochs=len(rows)), where)
+    return path
+
+
+def rekey(old_file: str, entry: Entry, where: Optional[Path] = None) -> Path:
+    """File the committed result ``old_file`` under ``entry`` (a new key, the same training: e.g. its settings
+    renamed): the file is renamed, its bytes and sha256 stay, and its manifest entry takes the new name, key and
+    settings. Nothing is retrained."""
+    where = Path(where or folder())
+    runs = read_manifest(where)
+    old = next((r for r in runs if r.get("file") == old_file), None)
+    if old is None:
+        raise CheckpointError(f"{old_file} is not in {where / MANIFEST}: give the file name of a committed entry.")
+    path = where / entry.file
+    os.replace(where / old_file, path)
+    row = dict(old, file=entry.file, name=entry.name, key=entry.key, lesson=entry.lesson or old.get("lesson"),
+               settings=json.loads(json.dumps(entry.settings, default=str)))
+    write_manifest([r for r in runs if r is not old] + [row], where)
     return path
 
 

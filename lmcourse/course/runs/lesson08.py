@@ -2,7 +2,7 @@ r"""Lesson 08's dynamic-evaluation passes, declared per scale, computed once and
 
 Dynamic evaluation costs a backward pass and an update of every weight per segment of 5 tokens,
 so lesson 08's tuning grids and whole-split passes take far longer than a lesson's run. Each pass
-is one stored measurement (:func:`lmcourse.training.stored_numbers.compute_or_load`) named
+is one stored measurement (:func:`lmcourse.store.stored_numbers.compute_or_load`) named
 ``08-dyneval`` and keyed by its settings dict, which carries a ``role``:
 
 - ``grid``: one rule (``sgd`` or ``rms``) at one :math:`(\eta, \lambda)` on the first ``tune``
@@ -23,49 +23,47 @@ from typing import Optional
 
 import torch
 
-from ..adapt.cache_tuning import cache_scores, collect
-from ..adapt.dyneval import DynamicEval, gradient_stats
-from ..lm import perplexity_from_nll
-from ..training.stored_numbers import compute_or_load
-from .lesson_runs import declare
+from ... import config
+from ...adapt.cache_tuning import cache_scores, collect
+from ...adapt.dyneval import DynamicEval, gradient_stats
+from ...config import by_scale
+from ...lm import perplexity_from_nll
+from ...store.stored_numbers import compute_or_load
+from .word_lstm import word_lstm
 
 NAME = "08-dyneval"
 METHODS = ("sgd", "rms")
 
 _SHARED = dict(eps=2e-5, bptt=5, stats_tokens=50_000, drift_every=20, cache_window=1000)
-PLANS = {
-    "ci": dict(_SHARED, stats_tokens=3_000, tune=400, slices=2, split_tokens=800, segment_tokens=400, reset_tokens=800,
-               lrs=dict(sgd=[0.1], rms=[1e-5, 1e-4]), decays=dict(sgd=[0.0], rms=[0.0, 1e-2]), segments=[5, 20],
-               cache_thetas=[0.3], cache_lams=[0.1]),
-    "cpu": dict(_SHARED, tune=20_000, slices=3, split_tokens=30_000, segment_tokens=1_000, reset_tokens=4_000,
-                lrs=dict(sgd=[0.02, 0.05, 0.1], rms=[1.5e-5, 3e-5, 6e-5]), decays=dict(sgd=[0.0, 3e-3], rms=[0.0, 3e-3]),
-                segments=[2, 5, 20, 50], cache_thetas=[0.3, 1.0, 1.5, 2.0], cache_lams=[0.02, 0.05, 0.1]),
-    "gpu": dict(_SHARED, stats_tokens=None, tune=30_000, slices=4, split_tokens=None, segment_tokens=30_000,
-                reset_tokens=60_000, lrs=dict(sgd=[0.03, 0.1, 0.3, 1.0], rms=[3e-5, 5e-5, 7e-5, 1e-4]),
-                decays=dict(sgd=[0.0, 1e-3, 1e-2], rms=[0.0, 1e-3, 2e-3, 5e-3]), segments=[2, 5, 10, 20, 50],
-                cache_thetas=[0.3, 0.6, 1.0], cache_lams=[0.05, 0.1, 0.15, 0.2]),
-}
-# the shared word LSTM (lessons 02, 07, 08, 09) whose passes these are
-MODELS = {
-    "ci": dict(name="word-lstm", emb_size=200, hidden_size=200, num_layers=1, tie=True, dropout=0.0, epochs=1,
-               lr=20.0, batch_size=20, bptt=35, clip=0.25, seed=1111, train_tokens=5_000),
-    "cpu": dict(name="word-lstm", emb_size=200, hidden_size=200, num_layers=1, tie=True, dropout=0.0, epochs=1,
-                lr=20.0, batch_size=20, bptt=35, clip=0.25, seed=1111, train_tokens=None),
-    "gpu": dict(name="word-lstm-gpu", emb_size=650, hidden_size=650, num_layers=2, tie=True, dropout=0.5, epochs=40,
-                lr=20.0, batch_size=20, bptt=35, clip=0.25, seed=1111, train_tokens=None),
-}
 
 
 def plan(scale: str) -> dict:
     """The knobs of lesson 08's passes at ``scale``."""
-    if scale not in PLANS:
-        raise ValueError(f"Unknown scale {scale!r}: use one of {sorted(PLANS)}.")
-    return PLANS[scale]
+    return by_scale(
+        ci=dict(_SHARED, stats_tokens=3_000, tune=400, slices=2, split_tokens=800, segment_tokens=400, reset_tokens=800,
+                lrs=dict(sgd=[0.1], rms=[1e-5, 1e-4]), decays=dict(sgd=[0.0], rms=[0.0, 1e-2]), segments=[5, 20],
+                cache_thetas=[0.3], cache_lams=[0.1]),
+        cpu=dict(_SHARED, tune=20_000, slices=3, split_tokens=30_000, segment_tokens=1_000, reset_tokens=4_000,
+                 lrs=dict(sgd=[0.02, 0.05, 0.1], rms=[1.5e-5, 3e-5, 6e-5]),
+                 decays=dict(sgd=[0.0, 3e-3], rms=[0.0, 3e-3]), segments=[2, 5, 20, 50],
+                 cache_thetas=[0.3, 1.0, 1.5, 2.0], cache_lams=[0.02, 0.05, 0.1]),
+        gpu=dict(_SHARED, stats_tokens=None, tune=30_000, slices=4, split_tokens=None, segment_tokens=30_000,
+                 reset_tokens=60_000, lrs=dict(sgd=[0.03, 0.1, 0.3, 1.0], rms=[3e-5, 5e-5, 7e-5, 1e-4]),
+                 decays=dict(sgd=[0.0, 1e-3, 1e-2], rms=[0.0, 1e-3, 2e-3, 5e-3]), segments=[2, 5, 10, 20, 50],
+                 cache_thetas=[0.3, 0.6, 1.0], cache_lams=[0.05, 0.1, 0.15, 0.2]),
+        scale=scale)
+
+
+def model_settings(scale: str) -> dict:
+    """The shared word LSTM whose passes these are (:mod:`.word_lstm`): its name and settings, which every
+    pass's key carries."""
+    name, settings = word_lstm(scale)
+    return dict(settings, name=name)
 
 
 def _base(scale: str) -> dict:
     p = plan(scale)
-    return dict(model=MODELS[scale], eps=p["eps"], stats_tokens=p["stats_tokens"])
+    return dict(model=model_settings(scale), eps=p["eps"], stats_tokens=p["stats_tokens"])
 
 
 def _grids(scale: str) -> dict:
@@ -96,7 +94,6 @@ def reset_settings(scale: str) -> dict:
     return dict(_base(scale), role="reset", tokens=p["reset_tokens"], grids=_grids(scale))
 
 
-@declare(NAME)
 def declared(scale: str) -> list:
     """Every pass lesson 08 stores at ``scale``."""
     p = plan(scale)
@@ -106,11 +103,16 @@ def declared(scale: str) -> list:
     return out
 
 
+RUNS = {NAME: declared}
+
+
 class Passes:
     """Lesson 08's passes for ``model`` on ``corpus`` at ``scale``: each computed once, then loaded."""
 
-    def __init__(self, model, corpus, scale: str, stats: Optional[dict] = None, progress: Optional[bool] = None):
+    def __init__(self, model, corpus, scale: str, stats: Optional[dict] = None, progress: Optional[bool] = None,
+                 dataset=None):
         self.model, self.corpus, self.scale, self.progress = model, corpus, scale, progress
+        self.dataset = config.DATASET if dataset is None else dataset  # the corpus's name in the passes' keys
         self.plan = plan(scale)
         self._stats, self._memo = stats, {}  # stats: gradient_stats over the first stats_tokens training tokens
 
@@ -131,7 +133,8 @@ class Passes:
     def _stored(self, settings: dict, compute) -> dict:
         key = json.dumps(settings, sort_keys=True, default=str)
         if key not in self._memo:  # at the ci scale nothing is stored on disk, so each pass runs once here
-            self._memo[key] = compute_or_load(NAME, settings, compute, self.model.vocab)
+            self._memo[key] = compute_or_load(NAME, settings, compute, self.model.vocab, scale=self.scale,
+                                              dataset=self.dataset)
         return self._memo[key]
 
     @property

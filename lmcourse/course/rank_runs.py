@@ -16,7 +16,7 @@ training long before its rank. These runs are set up so that the rank binds:
 - **the training** (:func:`train_config`): Adam, three epochs, the last at a quarter of the rate,
   clipped gradients.
 
-:func:`train` trains one such model through :func:`~lmcourse.training.stored_runs.train_or_load`
+:func:`train` trains one such model through :func:`~lmcourse.store.stored_runs.train_or_load`
 (stored in the user's cache after the first run, never among the committed reference runs: each
 trains in seconds), on one CPU thread: these models are small, and one thread is as fast
 as two on an idle 2-core machine and much faster on a busy one.
@@ -29,12 +29,13 @@ from typing import Optional
 
 import torch
 
+from .. import config
 from ..config import seed_everything
 from ..corpora.grammar import Params
 from ..networks.models import LMConfig, RNNLM
-from .callbacks import LivePlot
-from .stored_runs import CachedRun, train_or_load
-from .trainer import Trainer, TrainConfig
+from ..training.callbacks import LivePlot
+from ..store.stored_runs import CachedRun, train_or_load
+from ..training.trainer import Trainer, TrainConfig
 
 __all__ = ["LOOKUP_RICH", "lookup_rich", "model_config", "train_config", "run_settings", "train"]
 
@@ -89,9 +90,10 @@ def run_settings(corpus, model: LMConfig, training: TrainConfig, valid_tokens: O
 
 def train(name: str, corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None,
           floor: Optional[float] = None, title: Optional[str] = None, retrain: Optional[bool] = None,
-          threads: Optional[int] = 1, plot: bool = True) -> CachedRun:
+          threads: Optional[int] = 1, plot: bool = True, scale: Optional[str] = None, dataset=None) -> CachedRun:
     """Train ``model`` with ``training`` on ``corpus`` (or load the stored run), scoring the first
-    ``valid_tokens`` of validation text after each epoch; the live curve (``plot``) carries ``floor``."""
+    ``valid_tokens`` of validation text after each epoch; the live curve (``plot``) carries ``floor``.
+    ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key."""
     valid = corpus.valid if valid_tokens is None else corpus.valid[:valid_tokens]
     settings = run_settings(corpus, model, training, valid_tokens)
     if not plot:
@@ -106,6 +108,7 @@ def train(name: str, corpus, model: LMConfig, training: TrainConfig, valid_token
             history = Trainer(lm, corpus.train, valid, training, callbacks=callbacks).fit()
         return lm, history
 
-    run = train_or_load(name, settings, fit, corpus.vocab, retrain=retrain, reference_run=False)
+    run = train_or_load(name, settings, fit, corpus.vocab, retrain=retrain, reference_run=False,
+                        scale=scale or config.SCALE, dataset=config.DATASET if dataset is None else dataset)
     run.model.vocab = corpus.vocab
     return run

@@ -2,19 +2,20 @@
 
 A lesson that trains for minutes calls::
 
-    run = train_or_load("06-mos", settings, train_fn, vocab)
+    run = train_or_load("06-mos", settings, train_fn, vocab, scale=SCALE, dataset=DATASET)
     model, rows = run.model, run.history      # rows: the training history, one dict per epoch
 
 ``settings`` is a dict of everything that decides the result (sizes, epochs, learning rate, seed);
-the dataset, the scale and a fingerprint of the corpus (its vocabulary, and the embedded corpus's
-format version) are added. Their hash names the file, ``<cache>/runs/<name>-<hash>.pt``,
+the dataset, the scale (both given by the caller: the store reads no global setting) and a
+fingerprint of the corpus (its vocabulary, and the embedded corpus's format version) are added.
+Their hash names the file, ``<cache>/runs/<name>-<hash>.pt``,
 so changing any knob trains again, and putting it back loads the earlier run. ``train_fn()`` must
 return ``(model, history)``; only a run that finished is stored (an interrupted one is not
 mistaken for a result). At the ``ci`` scale nothing is cached, so the tests always exercise the
 training code. ``retrain=True`` or ``LMCOURSE_RETRAIN=1`` ignores the stored run.
 
 Reference runs are looked for first: the runs committed with the course in ``reference_runs/``
-(:mod:`lmcourse.training.reference_runs`), in half precision, each checked against the sha256 its
+(:mod:`lmcourse.store.reference_runs`), in half precision, each checked against the sha256 its
 manifest records. So a fresh clone loads a lesson's central runs in seconds. ``make runs`` retrains
 them with ``LMCOURSE_STORE_REFERENCE=1``, which makes every finished run land there too.
 """
@@ -33,9 +34,9 @@ from .. import config
 from ..corpora.embedded import FORMAT as EMBEDDED_FORMAT
 from ..errors import CheckpointError
 from . import reference_runs as reference
-from .checkpoint import load_checkpoint, save_checkpoint
+from ..training.checkpoint import load_checkpoint, save_checkpoint
 
-__all__ = ["CachedRun", "train_or_load", "run_path", "run_key", "corpus_fingerprint"]
+__all__ = ["CachedRun", "train_or_load", "run_path", "run_key", "corpus_fingerprint", "check_name", "wanted"]
 
 
 @dataclass
@@ -58,48 +59,56 @@ def corpus_fingerprint(vocab) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def run_key(name: str, settings: dict, vocab) -> str:
+def run_key(name: str, settings: dict, vocab, scale: str, dataset) -> str:
     """The hash of everything that decides a run: name, settings, dataset, scale and corpus fingerprint."""
-    return _key(name, settings, vocab)
-
-
-def _key(name: str, settings: dict, vocab) -> str:
-    blob = json.dumps({"name": name, "settings": settings, "dataset": str(config.DATASET), "scale": config.SCALE,
+    if scale not in config.SCALES:
+        raise ValueError(f"scale={scale!r} is not a scale: use one of {', '.join(config.SCALES)}.")
+    blob = json.dumps({"name": name, "settings": settings, "dataset": str(dataset), "scale": scale,
                        "corpus": corpus_fingerprint(vocab)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def run_path(name: str, settings: dict, vocab) -> Path:
+def check_name(name: str, example: str = "06-mos") -> str:
+    """``name`` when it is a plain file name, else a ValueError saying so."""
+    if not isinstance(name, str) or not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise ValueError(f"A stored result's name must be a plain file name such as '{example}', got {name!r}.")
+    return name
+
+
+def run_path(name: str, settings: dict, vocab, scale: str, dataset) -> Path:
     """Where the run ``name`` with these ``settings``, on the corpus of ``vocab``, is stored."""
-    if not name or any(c in name for c in "/\\") or name.startswith("."):
-        raise ValueError(f"A run name must be a plain file name such as '06-mos', got {name!r}.")
-    return config.cache_dir() / "runs" / f"{name}-{_key(name, settings, vocab)}.pt"
+    return config.cache_dir() / "runs" / f"{check_name(name)}-{run_key(name, settings, vocab, scale, dataset)}.pt"
 
 
-def _wanted(retrain: Optional[bool]) -> bool:
+def wanted(retrain: Optional[bool], scale: str) -> bool:
+    """Whether a stored result may be used: at a scale whose results are kept, not with ``retrain`` or
+    ``LMCOURSE_RETRAIN=1``."""
     if retrain is not None:
         return not retrain
-    return config.SCALE != "ci" and os.environ.get("LMCOURSE_RETRAIN", "") in ("", "0")
+    return reference.kept(scale) and os.environ.get("LMCOURSE_RETRAIN", "") in ("", "0")
 
 
-def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], vocab,
-                  retrain: Optional[bool] = None, reference_run: bool = True) -> CachedRun:
-    """Load the finished run ``name`` trained with ``settings``, or train it with ``train_fn`` and store it.
+def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], vocab, *, scale: str, dataset,
+                  retrain: Optional[bool] = None, reference_run: bool = True,
+                  lesson: Optional[str] = None) -> CachedRun:
+    """Load the finished run ``name`` trained with ``settings`` at ``scale`` on ``dataset``, or train it with
+    ``train_fn`` and store it.
 
     The order: the committed reference run, then the user's cache, then training. ``reference_run=False``
     keeps the run out of ``reference_runs/`` (a run short enough to train on a fresh clone). While
     ``LMCOURSE_STORE_REFERENCE=1``, a finished run, trained now or read from the user's cache, is also
-    written to ``reference_runs/``."""
-    path = run_path(name, settings, vocab)
-    key = _key(name, settings, vocab)
-    if _wanted(retrain):
+    written to ``reference_runs/``, entered as ``lesson``'s (default: the lesson its name starts with)."""
+    path = run_path(name, settings, vocab, scale, dataset)
+    key = run_key(name, settings, vocab, scale, dataset)
+    entry = reference.Entry(name, key, settings, scale, dataset, corpus_fingerprint(vocab), lesson)
+    if wanted(retrain, scale):
         found = reference.load(name, key, vocab)
         if found is not None:
             model, info, ref_path = found
             print(f"Loaded the stored reference run '{name}' ({len(info['history'])} epochs, committed with the "
                   f"course). Set RETRAIN = True, or LMCOURSE_RETRAIN=1, to train it afresh.")
             return CachedRun(model, info["history"], True, ref_path)
-    if _wanted(retrain) and path.is_file():
+    if wanted(retrain, scale) and path.is_file():
         try:
             model, info = load_checkpoint(path, vocab=vocab)
         except CheckpointError as err:  # damaged, or made with another vocabulary: train again
@@ -111,16 +120,16 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(extra.get("saved_at", path.stat().st_mtime)))
             print(f"Loaded the finished run '{name}' trained on {when} ({len(info['history'])} epochs) from "
                   f"{path}. Set RETRAIN = True, or LMCOURSE_RETRAIN=1, to train it again.")
-            if reference_run and reference.storing():  # `make runs` may reuse what the user trained
-                reference.store(name, key, settings, model, vocab, info["history"], corpus_fingerprint(vocab))
+            if reference_run and reference.storing(scale):  # `make runs` may reuse what the user trained
+                reference.store(entry, model, vocab, info["history"])
             return CachedRun(model, info["history"], True, path)
     model, history = train_fn()
     rows = list(getattr(history, "rows", history) or [])
-    if config.SCALE == "ci":
+    if not reference.kept(scale):
         return CachedRun(model, rows, False, None)
     complete = getattr(history, "stop_reason", "completed") == "completed"
     extra = {"run": name, "settings": settings, "complete": complete, "saved_at": time.time()}
     save_checkpoint(path, model, vocab, rows, extra)
-    if complete and reference_run and reference.storing():
-        reference.store(name, key, settings, model, vocab, rows, corpus_fingerprint(vocab))
+    if complete and reference_run and reference.storing(scale):
+        reference.store(entry, model, vocab, rows)
     return CachedRun(model, rows, False, path)

@@ -2,10 +2,10 @@
 
 A lesson whose central *measurement* (not a training) is longer than its time budget calls::
 
-    out = compute_or_load("08-dyneval", settings, compute, vocab)   # a dict of tensors and numbers
+    out = compute_or_load("08-dyneval", settings, compute, vocab, scale=SCALE, dataset=DATASET)   # a dict
 
 ``compute()`` returns a dict of tensors, floats, ints, strings and lists. The key is the one of
-:mod:`lmcourse.training.stored_runs`: the name, the settings, the dataset, the scale and the
+:mod:`lmcourse.store.stored_runs`: the name, the settings, the dataset, the scale and the
 corpus fingerprint, so a changed knob or corpus computes afresh. The order: the committed copy in
 ``reference_runs/`` (entered in its manifest with ``"kind": "numbers"`` and checked by its sha256),
 then the user's cache (``<cache>/numbers/<name>-<key>.pt``), then ``compute()``. At the ``ci``
@@ -16,9 +16,6 @@ the user's cache, is also written to the reference folder; ``LMCOURSE_RETRAIN=1`
 from __future__ import annotations
 
 import io
-import json
-import os
-import time
 import warnings
 from pathlib import Path
 from typing import Callable, Optional
@@ -27,23 +24,16 @@ import torch
 
 from .. import config
 from . import reference_runs as reference
-from .checkpoint import atomic_write
-from .stored_runs import corpus_fingerprint, run_key
+from ..training.checkpoint import atomic_write
+from .stored_runs import check_name, corpus_fingerprint, run_key, wanted
 
 __all__ = ["compute_or_load", "numbers_path"]
 
 
-def numbers_path(name: str, settings: dict, vocab) -> Path:
+def numbers_path(name: str, settings: dict, vocab, scale: str, dataset) -> Path:
     """Where the measurement ``name`` with these ``settings`` is kept in the user's cache."""
-    if not name or any(c in name for c in "/\\") or name.startswith("."):
-        raise ValueError(f"A measurement's name must be a plain file name such as '08-dyneval', got {name!r}.")
-    return config.cache_dir() / "numbers" / f"{name}-{run_key(name, settings, vocab)}.pt"
-
-
-def _wanted(recompute: Optional[bool]) -> bool:
-    if recompute is not None:
-        return not recompute
-    return config.SCALE != "ci" and os.environ.get("LMCOURSE_RETRAIN", "") in ("", "0")
+    key = run_key(check_name(name, "08-dyneval"), settings, vocab, scale, dataset)
+    return config.cache_dir() / "numbers" / f"{name}-{key}.pt"
 
 
 def _write(path: Path, numbers: dict) -> Path:
@@ -77,42 +67,38 @@ def _from_reference(name: str, key: str) -> Optional[dict]:
     return _read(path)
 
 
-def _to_reference(name: str, key: str, settings: dict, numbers: dict, corpus: str) -> Path:
+def _to_reference(entry: reference.Entry, numbers: dict) -> Path:
     where = reference.folder()
-    file = f"{name}-{key}.pt"
-    path = _write(where / file, numbers)
-    entry = {"file": file, "kind": "numbers", "lesson": reference.lesson_of(name), "name": name,
-             "key": key, "settings": json.loads(json.dumps(settings, default=str)), "scale": config.SCALE,
-             "dataset": str(config.DATASET), "corpus": corpus, "epochs": 0, "bytes": path.stat().st_size,
-             "sha256": reference.sha256(path), "saved_at": time.time()}
-    runs = [r for r in reference.read_manifest(where) if r.get("file") != file]
-    reference.write_manifest(runs + [entry], where)
+    path = _write(where / entry.file, numbers)
+    reference.enter(entry.row(path, kind="numbers"), where)
     return path
 
 
-def compute_or_load(name: str, settings: dict, compute: Callable[[], dict], vocab,
-                    recompute: Optional[bool] = None) -> dict:
-    """The stored result of ``compute()`` for ``name`` and ``settings``, computed and stored if there is none.
+def compute_or_load(name: str, settings: dict, compute: Callable[[], dict], vocab, *, scale: str, dataset,
+                    recompute: Optional[bool] = None, lesson: Optional[str] = None) -> dict:
+    """The stored result of ``compute()`` for ``name`` and ``settings`` at ``scale`` on ``dataset``, computed and
+    stored if there is none (entered as ``lesson``'s, by default the lesson its name starts with).
 
     The result carries ``"loaded": True`` when it was read from disk."""
-    key = run_key(name, settings, vocab)
-    path = numbers_path(name, settings, vocab)
-    if _wanted(recompute):
+    key = run_key(name, settings, vocab, scale, dataset)
+    path = numbers_path(name, settings, vocab, scale, dataset)
+    entry = reference.Entry(name, key, settings, scale, dataset, corpus_fingerprint(vocab), lesson)
+    if wanted(recompute, scale):
         found = _from_reference(name, key)
         if found is not None:
             return {**found, "loaded": True}
         found = _read(path) if path.is_file() else None
         if found is not None:
-            if reference.storing():
-                _to_reference(name, key, settings, found, corpus_fingerprint(vocab))
+            if reference.storing(scale):
+                _to_reference(entry, found)
             return {**found, "loaded": True}
     numbers = compute()
     if not isinstance(numbers, dict):
         raise TypeError(f"compute() for {name!r} must return a dict of tensors and numbers, "
                         f"got {type(numbers).__name__}.")
     numbers = {k: v for k, v in numbers.items() if k != "loaded"}
-    if config.SCALE != "ci":
+    if reference.kept(scale):
         _write(path, numbers)
-        if reference.storing():
-            _to_reference(name, key, settings, numbers, corpus_fingerprint(vocab))
+        if reference.storing(scale):
+            _to_reference(entry, numbers)
     return {**numbers, "loaded": False}

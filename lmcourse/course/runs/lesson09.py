@@ -30,17 +30,18 @@ from typing import Optional
 
 import torch
 
-from ..adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
-from ..adapt.dyneval import DynamicEval, gradient_stats
-from ..config import seed_everything
-from ..lm import perplexity_from_nll
-from ..corpora.grammar import Params
-from ..networks.models import LMConfig, RNNLM
-from ..training.callbacks import LivePlot
-from ..training.stored_runs import CachedRun, train_or_load
-from ..training.trainer import Trainer, TrainConfig
+from ... import config
+from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
+from ...adapt.dyneval import DynamicEval, gradient_stats
+from ...config import by_scale, seed_everything
+from ...corpora.grammar import Params
+from ...lm import perplexity_from_nll
+from ...networks.models import LMConfig, RNNLM
+from ...store.stored_runs import CachedRun, train_or_load
+from ...training.callbacks import LivePlot
+from ...training.trainer import Trainer, TrainConfig
 
-__all__ = ["SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
+__all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
            "rung_settings", "wrapper_settings", "train_rung", "wrappers", "run_ladder"]
 
 SEEDS = (0, 1, 2)
@@ -52,39 +53,37 @@ RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation", "all together")
 # The corpus variant's knobs (the rest are the embedded corpus's defaults); see the module docstring.
 VARIANT = dict(n_nouns=100, n_verbs=40, n_adjs=60, n_advs=20, n_names=1000, name_alpha=0.3, n_keys=50,
                n_values=50, lookup_rate=0.8, topic_boost=30.0, off_topic=0.02, doc_sentences=40.0, phrase_rate=0.0)
-SPLITS = {"ci": (4_000, 1_000, 1_000), "cpu": (40_000, 10_000, 10_000), "gpu": (200_000, 20_000, 20_000)}
-
-# What every rung shares, by scale: sizes (emb, the word vectors' width, input and output, tied or not;
-# hidden; d, the head's dimension), training (warmup: batches over which the rate rises), wrappers' grids.
-SHARED = {
-    "ci": dict(emb=8, hidden=16, d=4, epochs=2, lr=8.0, warmup=10, batch=10, bptt=35, clip=0.25,
-               dropout_scale=0.5, nonmono=1, experts=2, dropoutl=0.1, latent="tanh"),
-    "cpu": dict(emb=64, hidden=64, d=16, epochs=40, lr=8.0, warmup=100, batch=10, bptt=35, clip=0.25,
-                dropout_scale=0.5, nonmono=2, experts=10, dropoutl=0.145, latent="tanh"),
-    "gpu": dict(emb=128, hidden=256, d=32, epochs=40, lr=8.0, warmup=100, batch=20, bptt=35,
-                clip=0.25, dropout_scale=0.5, nonmono=3, experts=5, dropoutl=0.145, latent="tanh"),
-}
 CACHE_GRID = dict(thetas=[0.3, 1.0, 3.0, 10.0, 30.0, 100.0], lams=[0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=1000)
 DYN_GRID = dict(lrs=[1e-5, 3e-5, 1e-4, 3e-4], decays=[0.0, 1e-3, 1e-2], eps=2e-5, bptt=5, tune_tokens=4_000)
 
 
 def ladder_params(scale: str, **changes) -> Params:
     """The corpus variant of the ladder at ``scale`` (:class:`lmcourse.corpora.grammar.Params`)."""
-    train, valid, test = SPLITS[scale]
+    train, valid, test = by_scale(ci=(4_000, 1_000, 1_000), cpu=(40_000, 10_000, 10_000), gpu=(200_000, 20_000, 20_000),
+                                  scale=scale)
     return Params(**{**VARIANT, "train_tokens": train, "valid_tokens": valid, "test_tokens": test, **changes})
 
 
 def ladder_corpus(params: Params):
     """The ladder's corpus for ``params`` (generated into the cache folder on first use, in seconds)."""
-    from ..corpora import embedded
-    from ..corpora.data import load_corpus
+    from ...corpora import embedded
+    from ...corpora.data import load_corpus
 
     return load_corpus(embedded.ensure(params=params))
 
 
 def shared_settings(scale: str, **changes) -> dict:
-    """What all rungs share at ``scale``: sizes, training, and the corpus variant (as a dict)."""
-    shared = dict(SHARED[scale])
+    """What all rungs share at ``scale``: sizes (emb, the word vectors' width, input and output, tied or not;
+    hidden; d, the head's dimension), training (warmup: batches over which the rate rises), the mixture,
+    and the corpus variant (as a dict)."""
+    common = dict(lr=8.0, bptt=35, clip=0.25, dropout_scale=0.5, latent="tanh")
+    shared = by_scale(ci=dict(common, emb=8, hidden=16, d=4, epochs=2, warmup=10, batch=10, nonmono=1, experts=2,
+                              dropoutl=0.1),
+                      cpu=dict(common, emb=64, hidden=64, d=16, epochs=40, warmup=100, batch=10, nonmono=2, experts=10,
+                               dropoutl=0.145),
+                      gpu=dict(common, emb=128, hidden=256, d=32, epochs=40, warmup=100, batch=20, nonmono=3, experts=5,
+                               dropoutl=0.145),
+                      scale=scale)
     corpus_changes = {k: v for k, v in changes.items() if k in Params.__dataclass_fields__}
     shared.update({k: v for k, v in changes.items() if k not in corpus_changes})
     shared["corpus"] = asdict(ladder_params(scale, **corpus_changes))
@@ -136,8 +135,11 @@ def train_config(settings: dict, **shown) -> TrainConfig:
 
 
 def train_rung(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
-               plot: bool = True, progress: Optional[bool] = None, store: bool = True):
-    """Train one rung (or load it: the committed reference run, then the user's cache); a CachedRun."""
+               plot: bool = True, progress: Optional[bool] = None, store: bool = True, scale: Optional[str] = None,
+               dataset=None):
+    """Train one rung (or load it: the committed reference run, then the user's cache); a CachedRun.
+
+    ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key."""
     def fit():  # on one thread: the summation order, hence the run, is the same whatever the machine's cores
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
@@ -154,7 +156,8 @@ def train_rung(settings: dict, corpus, floor: Optional[float] = None, retrain: O
     if not store:  # the benchmark's path: train, keep nothing
         model, history = fit()
         return CachedRun(model, list(getattr(history, "rows", history)), False, None)
-    run = train_or_load("09-ladder", settings, fit, corpus.vocab, retrain=retrain)
+    run = train_or_load("09-ladder", settings, fit, corpus.vocab, retrain=retrain, scale=scale or config.SCALE,
+                        dataset=config.DATASET if dataset is None else dataset)
     run.model.vocab = corpus.vocab
     return run
 
@@ -229,9 +232,9 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
                store: bool = False, wrap: bool = True) -> dict:
     """Every rung for one seed (the benchmark's path; the lesson trains rung by rung on screen);
     ``wrap=False`` skips the test-time rungs."""
-    from ..corpora.oracle import Oracle
-    from ..lm import perplexity
-    from ..ngram.model import NGramLM
+    from ...corpora.oracle import Oracle
+    from ...lm import perplexity
+    from ...ngram.model import NGramLM
 
     shared = shared_settings(scale, **(changes or {}))
     params = Params(**shared["corpus"])
@@ -243,7 +246,7 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
     switch, model = None, None
     for rung in TRAINED:
         settings = rung_settings(rung, seed, shared)
-        run = train_rung(settings, corpus, plot=False, progress=progress, store=store)
+        run = train_rung(settings, corpus, plot=False, progress=progress, store=store, scale=scale)
         model, history = run.model.eval(), run.history
         ladder[rung] = {s: perplexity(model, getattr(corpus, s)) for s in ("valid", "test")}
         if rung == "AWD recipe":
@@ -251,3 +254,19 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
     wrapped = wrappers(model, corpus, progress=progress) if wrap else {"ppl": {}, "notes": {}}
     ladder.update(wrapped["ppl"])
     return {"ladder": ladder, "notes": wrapped["notes"], "switch": switch, "floor": floor}
+
+
+def _trained_rungs(scale: str) -> list:
+    """The trained rungs: five rungs times three seeds, each on the ladder's own variant of the embedded
+    corpus (its ``Params`` fields in the settings' ``corpus``)."""
+    shared = shared_settings(scale)
+    return [rung_settings(rung, seed, shared) for rung in TRAINED for seed in SEEDS]
+
+
+def _wrapper_runs(scale: str) -> list:
+    """The test-time rungs (cache, dynamic evaluation, both) over each seed's MoS rung, stored as numbers."""
+    shared = shared_settings(scale)
+    return [wrapper_settings(seed, shared) for seed in SEEDS]
+
+
+RUNS = {"09-ladder": _trained_rungs, "09-wrappers": _wrapper_runs}

@@ -1,0 +1,39 @@
+"""The ``word-lstm`` command: the course's shared word LSTM, loaded when stored, else trained by the one function
+that trains it for every lesson (:func:`lmcourse.course.runs.word_lstm.train`), then scored; last line JSON."""
+from __future__ import annotations
+
+import json
+import time
+
+
+def add_cli(subparsers) -> None:
+    """Add the ``word-lstm`` subcommand."""
+    from ..config import SCALES
+
+    p = subparsers.add_parser("word-lstm", help="train (or load) the lessons' shared word LSTM and score it")
+    p.add_argument("--data", default=None, help="corpus name or folder (default: $LMCOURSE_DATASET, else embedded)")
+    p.add_argument("--scale", default=None, choices=SCALES, help="default: $LMCOURSE_SCALE, else cpu")
+    p.add_argument("--retrain", action="store_true", help="train it afresh instead of loading the stored run")
+    p.set_defaults(run=run_cli)
+
+
+def run_cli(args) -> dict:
+    """Load or train the shared word LSTM, print one human line and then a JSON line; returns the JSON's dict."""
+    from ..config import dataset, scale
+    from ..corpora.data import load_corpus
+    from ..course.runs import word_lstm
+    from ..lm import perplexity
+
+    t0 = time.perf_counter()
+    data, at = dataset() if args.data is None else args.data, args.scale or scale()
+    corpus = load_corpus(data)
+    run = word_lstm.train(corpus, at, data, retrain=True if args.retrain else None, progress=False)
+    valid_ppl, test_ppl = perplexity(run.model, corpus.valid), perplexity(run.model, corpus.test)
+    name, _ = word_lstm.word_lstm(at)
+    result = {"model": name, "data": corpus.name, "scale": at, "loaded": run.loaded, "epochs": len(run.history),
+              "valid_ppl": round(valid_ppl, 3), "test_ppl": round(test_ppl, 3),
+              "seconds": round(time.perf_counter() - t0, 3)}
+    print(f"{name} ({'loaded' if run.loaded else 'trained'}) on {corpus.name}: valid ppl {valid_ppl:.2f}, "
+          f"test ppl {test_ppl:.2f}")
+    print(json.dumps(result))
+    return result

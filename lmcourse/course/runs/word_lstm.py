@@ -1,0 +1,82 @@
+"""The shared word LSTM: declared once here, and trained by :func:`train` alone.
+
+Lesson 02b trains it; lessons 07, 08 and 09 load it; the command line and ``make runs`` reach it
+through the same :func:`train`. The recipe is pytorch/examples 2017's (SGD at rate 20, divided by 4
+when validation stalls, gradients clipped at 0.25, 20 columns, windows of 35), and at ``gpu`` its
+medium tied model (pytorch/examples 2017, README). After each epoch it is scored on the whole
+validation split.
+
+``word-lstm`` (``word-lstm-gpu`` at ``gpu``) keeps the name it had before lessons named their runs:
+lessons 07-09 load it by this name and these settings, and lesson 08's stored passes carry both in
+their keys. Its entry in ``reference_runs/`` says lesson 02b (:data:`LESSON`).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ... import config
+from ...config import by_scale, seed_everything
+from ...networks.models import LMConfig, RNNLM
+from ...store.stored_runs import CachedRun, train_or_load
+from ...training.callbacks import Callback, KeepCurve, LivePlot
+from ...training.settings import configs
+from ...training.trainer import Trainer, TrainConfig
+
+LESSON = "02b"  # the lesson that trains it
+
+
+def word_lstm(scale: Optional[str] = None) -> tuple[str, dict]:
+    """``(name, settings)`` of the shared word LSTM at ``scale`` (default: the current one)."""
+    small = dict(emb_size=200, hidden_size=200, num_layers=1, tie=True, dropout=0.0, epochs=1, lr=20.0, batch_size=20,
+                 bptt=35, clip=0.25, seed=1111)
+    medium = dict(small, emb_size=650, hidden_size=650, num_layers=2, dropout=0.5, epochs=40)
+    return by_scale(ci=("word-lstm", dict(small, train_tokens=20_000)), cpu=("word-lstm", dict(small, train_tokens=None)),
+                    gpu=("word-lstm-gpu", dict(medium, train_tokens=None)), scale=scale)
+
+
+def model_config(settings: dict, vocab_size: int) -> LMConfig:
+    """The network of ``settings``: standard dropout at one rate on the embeddings, between layers and at the output."""
+    d = settings["dropout"]
+    return configs(settings, vocab_size, model=dict(dropouth=d, dropouti=d, dropout_kind="standard"))[0]
+
+
+def fresh(settings: dict, vocab) -> RNNLM:
+    """The shared word LSTM as its seed initialises it, before any training."""
+    seed_everything(settings["seed"])
+    model = RNNLM(model_config(settings, len(vocab)))
+    model.vocab = vocab
+    return model
+
+
+def train_config(settings: dict, **shown) -> TrainConfig:
+    """The training of ``settings`` (``shown``: how it is shown, e.g. ``progress=False``)."""
+    return configs(settings, 1, **shown)[1]
+
+
+def train(corpus, scale: Optional[str] = None, dataset=None, plot: Optional[LivePlot] = None,
+          callbacks: Sequence[Callback] = (), retrain: Optional[bool] = None, **shown) -> CachedRun:
+    """The shared word LSTM of ``scale`` on ``corpus``: loaded when stored, else trained and stored.
+
+    ``plot`` (a :class:`LivePlot`) draws the training live and keeps its within-epoch points in the history
+    (``row["curve"]``); ``dataset`` is the corpus's name in the run's key (default: the current dataset)."""
+    scale, dataset = scale or config.SCALE, config.DATASET if dataset is None else dataset
+    name, settings = word_lstm(scale)
+
+    def fit():
+        model = fresh(settings, corpus.vocab)
+        n = settings["train_tokens"]
+        tokens = corpus.train if n is None else corpus.train[:n]
+        hooks = list(callbacks) + ([plot, KeepCurve(plot)] if plot is not None else [])
+        return model, Trainer(model, tokens, corpus.valid, train_config(settings, **shown), callbacks=hooks).fit()
+
+    run = train_or_load(name, settings, fit, corpus.vocab, scale=scale, dataset=dataset, retrain=retrain,
+                        lesson=LESSON)
+    run.model.vocab = corpus.vocab
+    return run
+
+
+def _word_runs(name: str):
+    return lambda scale: [word_lstm(scale)[1]] if word_lstm(scale)[0] == name else []
+
+
+RUNS = {"word-lstm": _word_runs("word-lstm"), "word-lstm-gpu": _word_runs("word-lstm-gpu")}
