@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from lmcourse import literature as lit
-from lmcourse.course import ladder as L
+from lmcourse.course.runs import lesson09 as L
 from lmcourse.course import results_page as R
 from lmcourse.course.lessons import lessons
 from lmcourse.errors import MissingFileError
@@ -94,7 +94,7 @@ def test_headline_rows_keep_the_lessons_own_rows(tmp_path):
 
 
 def test_a_missing_run_stops_the_page_in_one_sentence(monkeypatch):
-    from lmcourse.training import reference_runs
+    from lmcourse.store import reference_runs
 
     monkeypatch.setattr(reference_runs, "load", lambda *a, **k: None)
     with pytest.raises(MissingFileError, match="make runs LESSONS=09"):

@@ -6,7 +6,7 @@
 
 ``results.html`` holds four things:
 
-- **the ladder** of lesson 09 (:mod:`lmcourse.course.ladder`) at ``cpu`` scale: each rung's test and
+- **the ladder** of lesson 09 (:mod:`lmcourse.course.runs.lesson09`) at ``cpu`` scale: each rung's test and
   validation perplexity as the mean ± standard deviation over its seeds, and the regime it was measured
   in. The numbers are measured when the page is built, from the committed reference runs
   (``reference_runs/09-ladder-*``, ``09-wrappers-*``): each trained rung is loaded and scored on the
@@ -73,10 +73,10 @@ def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
     from ..corpora.oracle import Oracle
     from ..lm import perplexity
     from ..ngram.model import NGramLM
-    from ..training import reference_runs as reference
-    from ..training.stored_numbers import compute_or_load
-    from ..training.stored_runs import run_key
-    from . import ladder as L
+    from ..store import reference_runs as reference
+    from ..store.stored_numbers import compute_or_load
+    from ..store.stored_runs import run_key
+    from .runs import lesson09 as L
 
     with _at_scale(scale):
         shared = L.shared_settings(scale)
@@ -89,7 +89,8 @@ def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
             rungs[rung] = {"valid": [], "test": []}
             for seed in L.SEEDS:
                 settings = L.rung_settings(rung, seed, shared)
-                found = reference.load("09-ladder", run_key("09-ladder", settings, corpus.vocab), corpus.vocab)
+                key = run_key("09-ladder", settings, corpus.vocab, scale, config.EMBEDDED)
+                found = reference.load("09-ladder", key, corpus.vocab)
                 if found is None:
                     raise _missing(f"run of rung {rung!r}, seed {seed},")
                 model = found[0].eval()
@@ -97,7 +98,8 @@ def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
                     rungs[rung][s].append(perplexity(model, x))
         wrapped = [json.loads(compute_or_load("09-wrappers", L.wrapper_settings(seed, shared),
                                               lambda: (_ for _ in ()).throw(_missing("wrappers' numbers")),
-                                              corpus.vocab, recompute=False)["json"]) for seed in L.SEEDS]
+                                              corpus.vocab, recompute=False, scale=scale,
+                                              dataset=config.EMBEDDED)["json"]) for seed in L.SEEDS]
         for rung in ("+ cache", "+ dynamic evaluation", "all together"):
             rungs[rung] = {s: [w["ppl"][rung][s] for w in wrapped] for s in splits}
         oracle = Oracle(corpus.vocab, params)
