@@ -34,6 +34,7 @@ from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_gr
 from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...config import seed_everything
 from ...corpora.grammar import Params
+from ...lm import perplexity_from_nll
 from ...networks.models import LMConfig, RNNLM
 from ...training.callbacks import LivePlot
 from ...store.stored_runs import CachedRun, train_or_load
@@ -180,8 +181,7 @@ def cached(inputs, best: dict) -> torch.Tensor:
 
 
 def _ppl(logp: torch.Tensor) -> float:
-    nll = -float(logp.double().mean())
-    return math.exp(nll) if nll < 709.0 else math.inf
+    return perplexity_from_nll(-float(logp.double().mean()))
 
 
 def wrappers(model, corpus, progress: Optional[bool] = False) -> dict:
