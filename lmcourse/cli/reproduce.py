@@ -57,6 +57,7 @@ from ..training import distributed, presets
 from ..adapt.evaluate import evaluate_model
 from ..training.callbacks import Callback, ProgressBar
 from ..training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes, claim_on_every_rank
+from .stop import PromptStop
 
 __all__ = ["add_cli", "run_train", "run_evaluate", "default_out", "read_meta", "META"]
 
@@ -328,8 +329,11 @@ def run_train(args) -> Optional[dict]:
     out = Path(meta["out"])
     distributed.init()  # joins torchrun's process group; nothing outside torchrun
     lock = _claim(out, args.resume, args.overwrite)
+    note = (f"the run in {out} keeps its last finished epoch (the unfinished one is run again by the same command "
+            "with --resume).")
     try:
-        return _train(args, meta, t0)
+        with PromptStop(note):  # Ctrl-C ends the process within seconds, even inside a long step
+            return _train(args, meta, t0)
     finally:
         if lock is not None:
             lock.release()
@@ -376,6 +380,8 @@ def _train(args, meta: dict, t0: float) -> Optional[dict]:
     distributed.shutdown()
     if not main:
         return None
+    if history.stop_reason == "interrupted":  # no score for weights that were not saved: stop now
+        _raise_if_stopped(history.stop_reason, out)
     if finished:
         from ..training.checkpoint import load_checkpoint
 

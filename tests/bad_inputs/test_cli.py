@@ -194,3 +194,92 @@ def test_a_warning_is_one_line_without_its_source_file(home, capsys, monkeypatch
     code, _, err = cli(capsys, ["evaluate", str(home)])
     assert code == 0
     assert err == f"warning: {text}.\n"
+
+
+# ------------------------------------------------------------------ Ctrl-C stops at once, once
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _child_env(home: Path) -> dict:
+    import os
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LMCOURSE_")}
+    env.update(PYTHONPATH=str(REPO), CI="1", OMP_NUM_THREADS="1", LMCOURSE_CACHE=str(home / "cache"))
+    return env
+
+
+@pytest.mark.parametrize("when", ["after an epoch", "in the first epoch"])
+def test_ctrl_c_ends_train_with_its_last_epoch_and_no_score(home, trained, when):
+    import signal
+    import subprocess
+    import sys
+
+    out = home / "run"
+    argv = [sys.executable, "-m", "lmcourse"] + train_argv(trained[0], out, "--set", "epochs=100000")
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(home))
+    try:
+        if when == "after an epoch":
+            while "epoch   1 |" not in child.stdout.readline():  # the first epoch was saved
+                assert child.poll() is None, child.stderr.read()
+        else:
+            assert "parameters" in child.stdout.readline()  # the run has started its first epoch
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=120)  # 100,000 epochs would take days: it stopped
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, stderr
+    assert '"valid_ppl"' not in stdout  # no score of weights that were not saved
+    last = stderr.strip().splitlines()[-1]
+    assert_one_sentence(last.removeprefix("error: "), r"^interrupted; ")
+    history = json.loads((out / "history.json").read_text()) if (out / "history.json").exists() else {}
+    if when == "after an epoch":
+        assert (out / "last.pt").is_file() and history["stop_reason"] == "interrupted" and len(history["rows"]) >= 1
+
+
+STUCK = """
+import sys, time
+from lmcourse.cli.stop import PromptStop
+with PromptStop("the test's note.", grace_s=float(sys.argv[1])):
+    print("ready", flush=True)
+    while True:  # a main thread that does not stop by itself, as one long step inside torch would not
+        try:
+            time.sleep(100)
+        except KeyboardInterrupt:
+            pass
+"""
+
+
+@pytest.mark.parametrize("grace", ["0.2", "1"])
+def test_a_main_thread_that_does_not_stop_is_ended_after_the_grace_period(home, grace):
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", STUCK, grace], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=_child_env(home))
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)  # without the watcher it would sleep for ever
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130
+    assert stderr.strip() == "error: interrupted; the test's note."
+
+
+def test_prompt_stop_restores_the_wakeup_fd_and_is_quiet_without_a_signal():
+    import signal
+
+    from lmcourse.cli.stop import PromptStop
+
+    before = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(before)
+    with PromptStop("note"):
+        inside = signal.set_wakeup_fd(-1)
+        signal.set_wakeup_fd(inside)
+        assert inside != before
+    after = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(after)
+    assert after == before
