@@ -2,5 +2,6 @@
 
 - :mod:`.main`: the parser, the error sentences and exit statuses, and the ``data`` and ``oracle`` commands;
 - :mod:`.ngram`: the ``ngram`` command;
-- :mod:`.reproduce`: ``train`` a paper's preset into a run directory, ``evaluate`` what it trained.
+- :mod:`.reproduce`: ``train`` a paper's preset into a run directory, ``evaluate`` what it trained;
+- :mod:`.stop`: Ctrl-C ends a command within seconds, even inside one long step.
 """

@@ -149,12 +149,20 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True) -> list[d
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem,
                                                                           "path": str(Path(path).parent)}})
         page = out / f"{path.stem}.html"
-        page.write_text(_link_pages(body), encoding="utf-8")
+        _write(page, _link_pages(body))
         stamp = nb.metadata.get(STAMP) or {}
         pages.append({"file": page.name, "title": title_of(nb, path.stem), "summary": summary_of(nb),
                       "scale": stamp.get("scale"), "images": len(re.findall(r'<img [^>]*src="data:image/', body)), "widgets": widgets})
-    (out / "index.html").write_text(index_page(pages, mathjax=source is not None), encoding="utf-8")
+    _write(out / "index.html", index_page(pages, mathjax=source is not None))
     return pages
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace ``path`` whole, through a temporary name unique to this writer (two builds never collide)."""
+    from ..training.checkpoint import atomic_write
+
+    data = text.encode("utf-8")
+    atomic_write(path, lambda f: f.write(data), needed=len(data))
 
 
 def index_page(pages: list[dict], mathjax: bool) -> str:
