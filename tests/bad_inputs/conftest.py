@@ -4,7 +4,10 @@ import socket
 import pytest
 
 from lmcourse.corpora import download
+from lmcourse.__main__ import main
 from lmcourse.corpora.download import Remote
+
+from .helpers import small_corpus, train_argv
 
 
 @pytest.fixture
@@ -33,3 +36,12 @@ def home(tmp_path, monkeypatch, closed_url):
                for name, files in download.SOURCES.items()}
     monkeypatch.setattr(download, "SOURCES", offline)
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One finished ci run on a small folder corpus, trained once; tests copy it."""
+    root = tmp_path_factory.mktemp("trained")
+    corpus = small_corpus(root / "mine")
+    assert main(train_argv(corpus, root / "run")) == 0
+    return corpus, root / "run"

@@ -1,10 +1,24 @@
 """What every bad-input test shares: a snapshot of the files under some folders, the one-sentence
-check, a small corpus folder, and the command line run in this process."""
+check, small corpora and models, the command line run in this process, and another process holding a
+run folder's lock."""
+import contextlib
 import hashlib
+import os
+import random
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import torch
+
 from lmcourse.__main__ import main
+from lmcourse.networks.models import RNNLM, LMConfig
+from lmcourse.vocab import Vocab
+
+REPO = Path(__file__).resolve().parents[2]
+WORDS = ["the", "cat", "sat", "on", "mat", "<eos>"]
 
 
 def files_under(*folders) -> dict:
@@ -39,3 +53,51 @@ def cli(capsys, argv) -> tuple:
     code = main(argv)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def tiny_model() -> RNNLM:
+    torch.manual_seed(0)
+    model = RNNLM(LMConfig(vocab_size=len(WORDS), emb_size=4, hidden_size=5, num_layers=1))
+    model.vocab = Vocab(WORDS)
+    return model
+
+
+def small_corpus(folder: Path) -> Path:
+    """About 6,000 tokens of 30 word types, enough for a preset at ci."""
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(30)]
+    lines = lambda n: "".join(" ".join(rng.choices(words, k=rng.randint(3, 10))) + "\n" for _ in range(n))  # noqa
+    return write_corpus(folder, train=lines(700), valid=lines(100), test=lines(100))
+
+
+def train_argv(corpus, out, *more) -> list:
+    return ["train", "--quiet", "--scale", "ci", "--preset", "pytorch-examples", "--data", str(corpus),
+            "--out", str(out), "--set", "epochs=1", *more]
+
+
+def copy_run(trained, tmp_path) -> Path:
+    return Path(shutil.copytree(trained[1], tmp_path / "run"))
+
+
+def child_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LMCOURSE_")}
+    env.update(PYTHONPATH=str(REPO), CI="1")
+    return env
+
+
+HOLD = ("import sys; from lmcourse.training.rundir import RunLock; lock = RunLock(sys.argv[1]).acquire(); "
+        "print('held', flush=True); sys.stdin.read(); lock.release()")
+
+
+@contextlib.contextmanager
+def held_elsewhere(folder: Path):
+    """Another process holding the lock of ``folder`` until the block ends; yields its pid."""
+    child = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=child_env())
+    try:
+        assert child.stdout.readline().strip() == "held"
+        yield child.pid
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+

@@ -1,5 +1,6 @@
 """lmcourse.adapt.dyneval: each way dynamic evaluation can give a wrong number is told by its cause."""
 import math
+import re
 import warnings
 
 import pytest
@@ -7,10 +8,10 @@ import torch
 
 from lmcourse.adapt.dyneval import DynamicEval, gradient_stats
 from lmcourse.lm import perplexity
-from lmcourse.networks.models import RNNLM, LMConfig
+from lmcourse.networks.models import LMConfig, RNNLM
 from lmcourse.vocab import Vocab
 
-from .helpers import assert_one_sentence
+from .helpers import assert_one_sentence, WORDS
 
 V = 20
 
@@ -89,3 +90,37 @@ def test_trained_weights_that_are_not_finite_are_blamed_not_lr(stats, bad):
     message = str(caught[0].message)
     assert_one_sentence(message, r"trained weights hold NaN or an infinity, whatever the learning rate")
     assert "lower the learning rate" not in message
+
+
+# ---------------------------------------------- numbers out of range (from the former tests/test_bad_inputs.py)
+
+
+@pytest.mark.parametrize("method", ["sgd", "rms"])
+@pytest.mark.parametrize("eps", [math.nan, math.inf, 0.0, -1e-5])
+def test_dynamic_evaluation_checks_eps_whatever_the_method(method, eps):
+    model = tiny_model()
+    stats = {n: torch.ones_like(p) for n, p in model.named_parameters()}
+    with pytest.raises(ValueError) as err:
+        DynamicEval(model, method, lr=0.1, eps=eps, stats=stats)
+    assert_one_sentence(str(err.value), r"eps must be a finite number|eps=.* is outside \(0, inf\)")
+
+
+@pytest.mark.parametrize("lr", [1e30, 101.0])
+def test_dynamic_evaluation_refuses_a_rate_that_can_only_wreck_the_weights(lr):
+    with pytest.raises(ValueError) as err:
+        DynamicEval(tiny_model(), "sgd", lr=lr)
+    assert_one_sentence(str(err.value), re.escape(f"lr={lr:g}") + r" is outside \[0, 100\]: a step moves each weight "
+                                                                  r"by about lr times its \(scaled\) gradient")
+
+
+def test_dynamic_evaluation_that_diverges_gives_infinity_and_says_why(monkeypatch):
+    from lmcourse.adapt import dyneval
+
+    def diverge(theta, g, step):  # as a step far too large would: the weights overflow
+        theta.fill_(math.nan)
+    monkeypatch.setattr(dyneval, "update_", diverge)
+    with pytest.warns(RuntimeWarning) as caught:
+        ppl = perplexity(DynamicEval(tiny_model().eval(), "sgd", lr=50.0), torch.arange(40) % len(WORDS))
+    assert ppl == math.inf
+    assert_one_sentence(str(caught[0].message), r"Dynamic evaluation diverged: from token 5 on the adapted weights "
+                                                r"give no finite log-probabilities; lower the learning rate \(lr=50\)")

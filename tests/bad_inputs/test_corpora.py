@@ -1,14 +1,18 @@
 """lmcourse.corpora: a corpus folder that cannot give words is refused in one sentence naming the file."""
 import errno
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
-from lmcourse.corpora import data, embedded
+from lmcourse.corpora import download, embedded
 from lmcourse.corpora.grammar import Params
 from lmcourse.errors import CorpusError, NoSpaceError, WriteError
+from lmcourse.lm import perplexity
+from lmcourse.ngram.model import NGramLM
 
 from .helpers import assert_one_sentence, cli, files_under, write_corpus
 
@@ -140,3 +144,92 @@ def test_a_disk_that_fills_while_the_embedded_corpus_is_written_says_where_and_h
     assert str(tmp_path) in str(err.value)
     assert files_under(tmp_path) == before  # the corpus already there is kept whole, no temporary left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["embedded"]
+
+
+# ----------------------------------------------------------- corpora (from the former tests/test_bad_inputs.py)
+
+
+@pytest.mark.parametrize("kwargs, error, pattern", [
+    ({"min_count": 0}, ValueError, r"min_count must be at least 1, got 0"),
+    ({"min_count": 2.5}, TypeError, r"min_count must be a whole number, got float"),
+    ({"min_count": True}, TypeError, r"min_count must be a whole number"),
+    ({"min_count": 2, "level": "char"}, ValueError, r"applies to words: leave it at 1"),
+    ({"level": "bytes"}, ValueError, r"level='bytes' is not a level"),
+])
+def test_load_corpus_arguments(tmp_path, kwargs, error, pattern):
+    folder = write_corpus(tmp_path / "c")
+    before = files_under(tmp_path)
+    with pytest.raises(error) as err:
+        data.load_corpus(folder, cache=False, **kwargs)
+    assert_one_sentence(str(err.value), pattern)
+    assert files_under(tmp_path) == before
+
+
+def test_a_data_dir_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("keep me\n")
+    before = files_under(tmp_path)
+    with pytest.raises(CorpusError) as err:
+        data.load_corpus("ptb", data_dir=tmp_path / "notes.txt")
+    assert_one_sentence(str(err.value), r"data_dir=.*notes\.txt is a file, not a folder")
+    assert files_under(tmp_path) == before
+
+
+def test_min_count_with_a_closed_vocabulary_is_refused(tmp_path):
+    folder = write_corpus(tmp_path / "c")
+    (folder / "vocab.txt").write_text("\n".join(["the", "cat", "sat", "on", "mat", "a", "<eos>"]) + "\n")
+    with pytest.raises(CorpusError) as err:
+        data.load_corpus(folder, min_count=2, cache=False)
+    assert_one_sentence(str(err.value), r"min_count=2 needs a vocabulary built from train\.txt")
+
+
+def test_a_text_with_a_bom_and_crlf_reads_like_a_clean_one(tmp_path):
+    clean = data.load_corpus(write_corpus(tmp_path / "clean"), cache=False)
+    folder = write_corpus(tmp_path / "bom")
+    (folder / "train.txt").write_bytes(b"\xef\xbb\xbfthe cat sat\r\non the mat\r\n")
+    messy = data.load_corpus(folder, cache=False)
+    assert messy.vocab == clean.vocab and torch.equal(messy.train, clean.train)
+
+
+def test_editing_test_leaves_the_valid_perplexity_alone(tmp_path):
+    """The defect behind a folder's vocabulary: it must not depend on valid or test."""
+    def valid_ppl(test_text):
+        corpus = data.load_corpus(write_corpus(tmp_path / str(len(test_text)), test=test_text), cache=False)
+        return perplexity(NGramLM(corpus.vocab, 2, "kn").fit(corpus.train), corpus.valid)
+    assert valid_ppl("a cat sat\n") == valid_ppl("zebras and okapis and quaggas graze here\n" * 30)
+
+
+# ---------------------------------------------- scoring and decoding (from the former tests/test_bad_inputs.py)
+
+
+@pytest.mark.parametrize("kwargs, error, pattern", [
+    ({"sigma": math.nan}, ValueError, r"sigma must be a finite number >= 0, got nan"),
+    ({"sigma": math.inf}, ValueError, r"sigma must be a finite number"),
+    ({"p": math.nan}, ValueError, r"p must be a finite number >= 0 and <= 1, got nan"),
+    ({"p": 1.5}, ValueError, r"p must be a finite number >= 0 and <= 1, got 1\.5"),
+    ({"bptt": 7.0}, TypeError, r"bptt must be a whole number, got float"),
+])
+def test_variable_bptt_arguments(kwargs, error, pattern):
+    source = data.batchify(torch.arange(100), 2)
+    with pytest.raises(error) as err:
+        next(data.variable_bptt_batches(source, **{"bptt": 7, "generator": torch.Generator(), **kwargs}))
+    assert_one_sentence(str(err.value), pattern)
+
+
+# --------------------------------------------------------- downloads (from the former tests/test_bad_inputs.py)
+
+
+@pytest.mark.parametrize("make, error, pattern", [
+    (lambda d: (d / "notes.txt" / "f.txt", "0" * 64), download.DownloadError, r"notes\.txt is a file, not a folder"),
+    (lambda d: (d / "runs", "0" * 64), download.DownloadError, r"runs is a folder, not a file"),
+    (lambda d: (d / "f.txt", "abc"), ValueError, r"'abc' is not a sha256 digest"),
+    (lambda d: (d / "f.txt", "g" * 64), ValueError, r"is not a sha256 digest: give the 64 hexadecimal digits"),
+])
+def test_download_destinations_and_digests(tmp_path, closed_url, make, error, pattern):
+    (tmp_path / "notes.txt").write_text("keep me\n")
+    (tmp_path / "runs").mkdir()
+    dest, digest = make(tmp_path)
+    before = files_under(tmp_path)
+    with pytest.raises(error) as err:
+        download.download([closed_url], dest, digest, progress=False)
+    assert_one_sentence(str(err.value), pattern)
+    assert files_under(tmp_path) == before

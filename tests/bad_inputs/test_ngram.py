@@ -10,7 +10,7 @@ from lmcourse.lm import perplexity
 from lmcourse.ngram.model import NGramLM
 from lmcourse.vocab import Vocab
 
-from .helpers import cli, write_corpus
+from .helpers import assert_one_sentence, cli, write_corpus
 
 WORDS = ["<eos>", "<unk>", "a", "b", "c", "d"]
 STREAM = torch.tensor([2, 3, 4, 0, 2, 3, 5, 0] * 5)
@@ -47,3 +47,13 @@ def test_the_command_line_prints_about_v_for_a_huge_k(home, capsys, k):
     result = json.loads(out.strip().splitlines()[-1])
     V = len({*"the cat sat on the mat".split()}) + 2  # the words of train, <eos> and <unk>
     assert result["valid_ppl"] == pytest.approx(V, rel=1e-6) and result["test_ppl"] == pytest.approx(V, rel=1e-6)
+
+
+# ---------------------------------------------- scoring and decoding (from the former tests/test_bad_inputs.py)
+
+
+@pytest.mark.parametrize("k", [math.inf, math.nan, -1.0, 0, "1", True])
+def test_add_k_needs_a_finite_positive_k(k):
+    with pytest.raises(ValueError) as err:
+        NGramLM(Vocab(WORDS), 2, "addk", k=k)
+    assert_one_sentence(str(err.value), r"must be a finite number > 0")
