@@ -221,8 +221,9 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
         print(note, file=sys.stderr)
     plan = {Path(p): estimate(scale, Path(p)) for p in paths}
     seconds: dict = {}
+    left = "" if note else ", about {remaining} left"  # the estimates are a GPU's: no honest time left on a CPU
     with bar(total=round(sum(plan.values())), unit="s", desc=f"{len(plan)} lessons at {scale}: ", enabled=True,
-             bar_format="{desc}{percentage:3.0f}%|{bar}| {elapsed} so far, about {remaining} left") as progress:
+             bar_format="{desc}{percentage:3.0f}%|{bar}| {elapsed} so far" + left) as progress:
         for path, guess in plan.items():
             progress.set_description(f"{scale}: {path.stem}")
             started = time.time()

@@ -9,6 +9,7 @@ import torch
 
 from lmcourse import checksum
 from lmcourse.adapt.dyneval import DynamicEval
+from lmcourse.corpora import data
 from lmcourse.errors import CheckpointError, LMCourseError, MissingFileError, NoSpaceError, WriteError
 from lmcourse.networks.generate import sampling_distribution
 from lmcourse.networks.models import RNNLM

@@ -4,6 +4,9 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -188,10 +191,6 @@ def _child_env(home: Path) -> dict:
 
 @pytest.mark.parametrize("when", ["after an epoch", "in the first epoch"])
 def test_ctrl_c_ends_train_with_its_last_epoch_and_no_score(home, trained, when):
-    import signal
-    import subprocess
-    import sys
-
     out = home / "run"
     argv = [sys.executable, "-m", "lmcourse"] + train_argv(trained[0], out, "--set", "epochs=100000")
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(home))
@@ -230,10 +229,6 @@ with PromptStop("the test's note.", grace_s=float(sys.argv[1])):
 
 @pytest.mark.parametrize("grace", ["0.2", "1"])
 def test_a_main_thread_that_does_not_stop_is_ended_after_the_grace_period(home, grace):
-    import signal
-    import subprocess
-    import sys
-
     child = subprocess.Popen([sys.executable, "-c", STUCK, grace], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=_child_env(home))
     try:
@@ -248,8 +243,6 @@ def test_a_main_thread_that_does_not_stop_is_ended_after_the_grace_period(home, 
 
 
 def test_prompt_stop_restores_the_wakeup_fd_and_is_quiet_without_a_signal():
-    import signal
-
     from lmcourse.cli.stop import PromptStop
 
     before = signal.set_wakeup_fd(-1)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmcourse.corpora import download, embedded
+from lmcourse.corpora import data, download, embedded
 from lmcourse.corpora.grammar import Params
 from lmcourse.errors import CorpusError, NoSpaceError, WriteError
 from lmcourse.lm import perplexity
