@@ -57,7 +57,7 @@ from ..training import distributed, presets
 from ..adapt.evaluate import evaluate_model
 from ..training.callbacks import Callback, ProgressBar
 from ..training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes, claim_on_every_rank
-from .stop import PromptStop
+from .stop import PromptStop, deferred_interrupt
 
 __all__ = ["add_cli", "run_train", "run_evaluate", "default_out", "read_meta", "META"]
 
@@ -244,10 +244,14 @@ def _claim(out: Path, resume: bool, overwrite: bool):
 class Aside:
     """The start of a fresh run in ``out``, undone if it fails before saving its first epoch.
 
-    :meth:`move` moves the earlier run's files into ``out/.overwritten/`` (a rename: nothing is copied
+    :meth:`move` moves the earlier run's files into ``out/.overwritten/`` (renames: nothing is copied
     or deleted). :meth:`settle`, called however the run ends: when the new run has saved an epoch
     (its ``last.pt``), the earlier files are deleted; otherwise the new run's files are removed and the
-    earlier ones put back, so a refused or stopped start leaves the folder as it found it."""
+    earlier ones put back, so a refused or stopped start leaves the folder as it found it. Both hold
+    Ctrl-C back until they are done, and a marker file (``.moving``, ``.restoring``) tells the next
+    command how to finish one that a killed process left half done."""
+
+    MOVING, RESTORING = ".moving", ".restoring"
 
     def __init__(self, out: Path):
         self.out, self.folder = Path(out), Path(out) / ASIDE
@@ -255,9 +259,12 @@ class Aside:
     def move(self) -> list:
         present = RunDir(self.out).run_files(NAMES)
         if present:
-            self.folder.mkdir(exist_ok=True)
-            for name in present:
-                os.replace(self.out / name, self.folder / name)
+            with deferred_interrupt():
+                self.folder.mkdir(exist_ok=True)
+                (self.folder / self.MOVING).touch()
+                for name in present:
+                    os.replace(self.out / name, self.folder / name)
+                (self.folder / self.MOVING).unlink()
         return present
 
     def settle(self, started: bool = True) -> None:
@@ -265,15 +272,23 @@ class Aside:
         killed process left (only when it left ``.overwritten/``)."""
         if not started and not self.folder.is_dir():
             return
-        if RunDir(self.out).has_run():  # the new run kept an epoch: the earlier one is replaced for good
-            shutil.rmtree(self.folder, ignore_errors=True)
-            return
-        for name in RunDir(self.out).run_files(NAMES):  # the new run's, none of which is worth keeping
-            (self.out / name).unlink()
-        if self.folder.is_dir():
-            for path in self.folder.iterdir():
+        with deferred_interrupt():
+            if (self.folder / self.MOVING).exists() or (self.folder / self.RESTORING).exists():
+                self._put_back()  # a move or a restore cut short: no file of a new run is left to remove
+            elif RunDir(self.out).has_run():  # the new run kept an epoch: the earlier one is replaced for good
+                shutil.rmtree(self.folder, ignore_errors=True)
+            else:
+                for name in RunDir(self.out).run_files(NAMES):  # the new run's, none of which is worth keeping
+                    (self.out / name).unlink()
+                if self.folder.is_dir():
+                    (self.folder / self.RESTORING).touch()
+                    self._put_back()
+
+    def _put_back(self) -> None:
+        for path in self.folder.iterdir():
+            if path.name not in (self.MOVING, self.RESTORING):
                 os.replace(path, self.out / path.name)
-            self.folder.rmdir()
+        shutil.rmtree(self.folder)
 
 
 def corpus_checksum(corpus) -> str:

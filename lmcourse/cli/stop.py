@@ -87,3 +87,23 @@ def exit_now(status: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(status)
+
+
+class deferred_interrupt:
+    """``with deferred_interrupt(): ...``: a Ctrl-C during the block is raised when it ends, so a few
+    renames that belong together are never cut in half (main thread only; elsewhere it does nothing)."""
+
+    def __enter__(self) -> "deferred_interrupt":
+        self.caught, self.previous = False, None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._hold)
+        return self
+
+    def _hold(self, signum, frame) -> None:
+        self.caught = True
+
+    def __exit__(self, kind, error, trace) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        if self.caught and kind is None:
+            raise KeyboardInterrupt

@@ -122,6 +122,38 @@ def test_an_overwrite_killed_outright_is_settled_by_the_next_command(home, capsy
             {k: v for k, v in before.items() if not k.endswith(".json")}
 
 
+@pytest.mark.parametrize("marker, moved", [(".moving", ["best.pt", "history.json"]),
+                                           (".moving", ["last.pt"]),
+                                           (".restoring", ["config.json", "preset.json"]),
+                                           (".restoring", ["best.pt"])])
+def test_a_move_or_restore_cut_short_is_finished_by_the_next_command(home, capsys, trained, marker, moved):
+    run = copy_run(trained, home)
+    before = files_under(run)
+    (run / reproduce.ASIDE).mkdir()
+    (run / reproduce.ASIDE / marker).touch()
+    for name in moved:  # the files that had reached .overwritten/ when the process was killed
+        (run / name).rename(run / reproduce.ASIDE / name)
+    code, _, err = cli(capsys, train_argv(trained[0], run, "--resume"))
+    assert code == 0, err
+    assert not (run / reproduce.ASIDE).exists()
+    assert {k: v for k, v in files_under(run).items() if not k.endswith(".json")} == \
+        {k: v for k, v in before.items() if not k.endswith(".json")}
+
+
+def test_ctrl_c_during_the_renames_waits_for_their_end():
+    import os
+
+    from lmcourse.cli.stop import deferred_interrupt
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("the block ran to its end")
+    assert done == ["the block ran to its end"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 @pytest.mark.parametrize("same", ["same path", "trailing slash", "via ..", "relative and absolute"])
 def test_finetuning_into_the_run_it_starts_from_is_refused(home, capsys, trained, monkeypatch, same):
     run = copy_run(trained, home)
