@@ -267,22 +267,24 @@ class Aside:
                 (self.folder / self.MOVING).unlink()
         return present
 
-    def settle(self, started: bool = True) -> None:
+    def settle(self, started: bool = True) -> bool:
         """``started``: this process began the new run; False when the lock is taken, to finish what a
-        killed process left (only when it left ``.overwritten/``)."""
+        killed process left (only when it left ``.overwritten/``). True when the new run was kept."""
         if not started and not self.folder.is_dir():
-            return
+            return False
         with deferred_interrupt():
             if (self.folder / self.MOVING).exists() or (self.folder / self.RESTORING).exists():
                 self._put_back()  # a move or a restore cut short: no file of a new run is left to remove
             elif RunDir(self.out).has_run():  # the new run kept an epoch: the earlier one is replaced for good
                 shutil.rmtree(self.folder, ignore_errors=True)
+                return True
             else:
                 for name in RunDir(self.out).run_files(NAMES):  # the new run's, none of which is worth keeping
                     (self.out / name).unlink()
                 if self.folder.is_dir():
                     (self.folder / self.RESTORING).touch()
                     self._put_back()
+        return False
 
     def _put_back(self) -> None:
         for path in self.folder.iterdir():
@@ -387,16 +389,17 @@ def _train(args, meta: dict, t0: float) -> Optional[dict]:
         _gpu_scale_note(meta["scale"], config.epochs)
     elif main:
         print(f"{preset.name}: resuming {out}" + (", which already finished" if finished else ""), flush=True)
+    kept = True  # a resumed run keeps what it had, whatever happens now
     try:
         history = _history_of(out) if finished else trainer.fit(resume=bool(args.resume))
     finally:
         if aside is not None:
-            aside.settle()
+            kept = aside.settle()
     distributed.shutdown()
     if not main:
         return None
-    if history.stop_reason == "interrupted":  # no score for weights that were not saved: stop now
-        _raise_if_stopped(history.stop_reason, out)
+    if history.stop_reason == "interrupted" or not (kept and (out / "best.pt").is_file()):
+        _raise_if_stopped(history.stop_reason, out, kept)  # no score for weights that were not saved
     if finished:
         from ..training.checkpoint import load_checkpoint
 
@@ -454,14 +457,16 @@ def _history_of(out: Path):
                    start=state.get("start"))
 
 
-def _raise_if_stopped(reason: Optional[str], out: Path) -> None:
+def _raise_if_stopped(reason: Optional[str], out: Path, kept: bool = True) -> None:
+    """End the command for a run that stopped early; ``kept``: the folder holds this command's run."""
     if reason == "interrupted":
-        kept = (f"the run in {out} keeps its last finished epoch; continue it with the same command and --resume"
-                if RunDir(out).has_run() else f"no epoch had finished, so {out} is as it was before this command")
-        print(f"note: {kept}.", file=sys.stderr)
+        what = (f"the run in {out} keeps its last finished epoch; continue it with the same command and --resume"
+                if kept and RunDir(out).has_run() else f"no epoch had finished, so {out} is as it was before "
+                "this command")
+        print(f"note: {what}.", file=sys.stderr)
         raise KeyboardInterrupt
     if reason in ("nan", "diverged"):
-        where = (f"the best weights so far are in {out / 'best.pt'}" if (out / "best.pt").is_file()
+        where = (f"the best weights so far are in {out / 'best.pt'}" if kept and (out / "best.pt").is_file()
                  else "no epoch gave weights worth keeping")
         raise LMCourseError(f"Training diverged (stop reason {reason!r}); {where}: lower the rate with --set lr=... "
                             "and train again in a new --out.")
