@@ -92,7 +92,7 @@ def test_trained_weights_that_are_not_finite_are_blamed_not_lr(stats, bad):
     assert "lower the learning rate" not in message
 
 
-# ---------------------------------------------- numbers out of range (from the former tests/test_bad_inputs.py)
+# ------------------------------------------------------------------- dynamic evaluation's settings
 
 
 @pytest.mark.parametrize("method", ["sgd", "rms"])

@@ -29,7 +29,7 @@ from .helpers import (
     WORDS,
 )
 
-# ------------------------------------------------------- checkpoints (from the former tests/test_bad_inputs.py)
+# ------------------------------------------------------------------------------------- checkpoints
 
 
 def _saved(path: Path, **changes) -> None:
@@ -191,7 +191,7 @@ def test_check_writable_leaves_no_probe_behind(tmp_path):
     assert list((tmp_path / "a").iterdir()) == [] and checkpoint.FORMAT == 2
 
 
-# ------------------------------------ integrity of what is read back (from the former tests/test_bad_inputs.py)
+# ------------------------------------------------------------------ integrity of what is read back
 
 
 def zero_inside(path: Path, tensor: torch.Tensor, n: int = 4096, at: float = 0.0) -> None:
@@ -366,7 +366,7 @@ def test_scoring_a_stream_keeps_no_tensor_per_segment(monkeypatch, wrapper):
     assert counts[110] - counts[20] < 20, counts  # 90 segments later: no tensor kept per segment
 
 
-# -------------------------------------------------- writes that fail (from the former tests/test_bad_inputs.py)
+# -------------------------------------------------------------------------------- writes that fail
 
 
 def test_a_disk_that_fills_during_the_write_is_one_sentence_and_keeps_the_old_file(tmp_path, monkeypatch):
@@ -439,7 +439,7 @@ def test_temporary_files_of_a_killed_write_are_removed_on_the_next_start(home, c
     assert not list(run.glob(".*.tmp")) and (run / "notes.tmp").exists()
 
 
-# -------------------------------------------------------------- CUDA (from the former tests/test_bad_inputs.py)
+# -------------------------------------------------------------------------------------------- CUDA
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

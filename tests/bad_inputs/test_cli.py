@@ -288,7 +288,7 @@ def test_prompt_stop_restores_the_wakeup_fd_and_is_quiet_without_a_signal():
     assert after == before
 
 
-# -------------------------------------------------- the command line (from the former tests/test_bad_inputs.py)
+# -------------------------------------------------------------------------------- the command line
 
 
 def _corpus_folder(root: Path, kind: str) -> str:
@@ -528,7 +528,7 @@ def test_by_scale_and_scale_say_the_sentence(monkeypatch):
         config.SCALE
 
 
-# ---------------------------------------------- numbers out of range (from the former tests/test_bad_inputs.py)
+# -------------------------------------------------------------------------------- train's settings
 
 
 @pytest.mark.parametrize("setting, pattern", [
@@ -583,7 +583,7 @@ def test_tune_on_alone_is_refused(home, capsys, trained):
                              r"and/or --dyneval")
 
 
-# ------------------------------------- evaluate and the run it reads (from the former tests/test_bad_inputs.py)
+# ------------------------------------------------------------------- evaluate and the run it reads
 
 
 def test_evaluate_refuses_a_best_pt_of_another_model(home, capsys, trained):

@@ -146,7 +146,7 @@ def test_a_disk_that_fills_while_the_embedded_corpus_is_written_says_where_and_h
     assert sorted(p.name for p in tmp_path.iterdir()) == ["embedded"]
 
 
-# ----------------------------------------------------------- corpora (from the former tests/test_bad_inputs.py)
+# ----------------------------------------------------------------------------------------- corpora
 
 
 @pytest.mark.parametrize("kwargs, error, pattern", [
@@ -198,7 +198,7 @@ def test_editing_test_leaves_the_valid_perplexity_alone(tmp_path):
     assert valid_ppl("a cat sat\n") == valid_ppl("zebras and okapis and quaggas graze here\n" * 30)
 
 
-# ---------------------------------------------- scoring and decoding (from the former tests/test_bad_inputs.py)
+# ---------------------------------------------------------------------------------------- batching
 
 
 @pytest.mark.parametrize("kwargs, error, pattern", [
@@ -215,7 +215,7 @@ def test_variable_bptt_arguments(kwargs, error, pattern):
     assert_one_sentence(str(err.value), pattern)
 
 
-# --------------------------------------------------------- downloads (from the former tests/test_bad_inputs.py)
+# --------------------------------------------------------------------------------------- downloads
 
 
 @pytest.mark.parametrize("make, error, pattern", [

@@ -10,7 +10,7 @@ from lmcourse.vocab import Vocab
 
 from .helpers import assert_one_sentence, WORDS
 
-# ---------------------------------------------- scoring and decoding (from the former tests/test_bad_inputs.py)
+# ---------------------------------------------------------------------------------- the vocabulary
 
 
 @pytest.mark.parametrize("call, error, pattern", [
@@ -30,7 +30,7 @@ def test_vocabulary_misuse(call, error, pattern):
     assert_one_sentence(errors.sentence(err.value), pattern)
 
 
-# ---------------------------------------------- numbers out of range (from the former tests/test_bad_inputs.py)
+# -------------------------------------------------------------------------------------- perplexity
 
 
 def test_a_huge_finite_loss_is_an_infinite_perplexity_not_an_overflow():

@@ -39,7 +39,7 @@ def test_the_smallest_sizes_are_accepted():
     assert head.n_experts == 1 and head.weight.shape == (1, 1)
 
 
-# ---------------------------------------------- scoring and decoding (from the former tests/test_bad_inputs.py)
+# ---------------------------------------------------------------------------- scoring and decoding
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_a_tiny_temperature_is_greedy_not_a_false_error():
     assert torch.equal(probs, torch.tensor([[0.0, 1.0, 0.0]], dtype=torch.float64))
 
 
-# ---------------------------------------------- numbers out of range (from the former tests/test_bad_inputs.py)
+# ------------------------------------------------------------------------------- the model's sizes
 
 
 @pytest.mark.parametrize("sizes", [dict(hidden_size=10**8), dict(vocab_size=10**7, emb_size=10**5)])

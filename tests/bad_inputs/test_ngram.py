@@ -49,7 +49,7 @@ def test_the_command_line_prints_about_v_for_a_huge_k(home, capsys, k):
     assert result["valid_ppl"] == pytest.approx(V, rel=1e-6) and result["test_ppl"] == pytest.approx(V, rel=1e-6)
 
 
-# ---------------------------------------------- scoring and decoding (from the former tests/test_bad_inputs.py)
+# ---------------------------------------------------------------------------------- the k of add-k
 
 
 @pytest.mark.parametrize("k", [math.inf, math.nan, -1.0, 0, "1", True])

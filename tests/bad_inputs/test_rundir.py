@@ -28,7 +28,7 @@ from .helpers import (
     train_argv,
 )
 
-# ------------------------------ a run directory holds one run, whole (from the former tests/test_bad_inputs.py)
+# ------------------------------------------------------------ a run directory holds one run, whole
 
 
 @pytest.mark.parametrize("resume", [False, True], ids=["train", "train --resume"])
@@ -166,7 +166,7 @@ def test_the_trainer_refuses_a_folder_with_files_of_another_run_unless_told_to_o
     assert len(history) == 1 and (tmp_path / "last.pt").is_file()
 
 
-# --------------------------------- a process of a torchrun job stops (from the former tests/test_bad_inputs.py)
+# --------------------------------------------------------------- a process of a torchrun job stops
 
 
 @pytest.mark.skipif(not torch.distributed.is_available() or not hasattr(signal, "SIGSTOP"),

@@ -7,7 +7,7 @@ from lmcourse.training.trainer import TrainConfig
 
 from .helpers import assert_one_sentence
 
-# ---------------------------------------------- numbers out of range (from the former tests/test_bad_inputs.py)
+# --------------------------------------------------------------------------- the training settings
 
 
 @pytest.mark.parametrize("kwargs, pattern", [
