@@ -2,6 +2,9 @@
 import sys
 
 from lmcourse.cli.main import main
+from lmcourse.cli.stop import exit_now
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    exit_now(status)  # after Ctrl-C: at once, without the interpreter's slow tear-down of torch
+    sys.exit(status)

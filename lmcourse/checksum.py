@@ -18,13 +18,15 @@ a flipped bit inside a tensor would load as a slightly different model.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import struct
+from pathlib import Path
 
 import torch
 
 KEY = "sha256"
-__all__ = ["digest", "seal", "verify", "KEY"]
+__all__ = ["digest", "seal", "verify", "sealed_json", "read_sealed_json", "KEY"]
 
 
 def _update(h, value) -> None:
@@ -83,3 +85,27 @@ def verify(payload) -> bool:
         return digest({k: v for k, v in payload.items() if k != KEY}) == payload[KEY]
     except TypeError:  # something a checksum never covers: not a file this package wrote
         return False
+
+
+def sealed_json(payload: dict) -> bytes:
+    """The UTF-8 JSON text of ``payload`` sealed with its checksum (:func:`seal`), for a small file of plain values."""
+    return json.dumps(seal(payload), indent=1, sort_keys=True).encode("utf-8")
+
+
+def read_sealed_json(path) -> dict:
+    """The payload of a file written from :func:`sealed_json`, its checksum removed.
+
+    Raises ``FileNotFoundError`` when there is no file, and ``ValueError`` (one sentence naming the
+    file) when it is not such a file or its checksum no longer matches: a flipped bit is refused, never
+    read as another number."""
+    try:
+        payload = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} cannot be read as sealed JSON ({type(err).__name__}): it was damaged; "
+                         "delete it and it is written again.") from None
+    if not verify(payload):
+        raise ValueError(f"{path} does not match the checksum stored in it: it was damaged or edited; "
+                         "delete it and it is written again.")
+    return {k: v for k, v in payload.items() if k != KEY}

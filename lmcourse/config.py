@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
+from .memory import threshold_setting
 
 SCALES = ("ci", "cpu", "gpu")
 DEFAULT_SCALE = "cpu"  # paper-sized runs (gpu) take hours: asked for by name, never picked for a device
@@ -231,6 +232,7 @@ def check_environment() -> None:
     device()
     dist_timeout()
     dist_backend()
+    threshold_setting()
     if os.environ.get("LMCOURSE_CACHE"):
         cache_dir()
     if os.environ.get("LMCOURSE_DATA"):

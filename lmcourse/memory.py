@@ -24,11 +24,14 @@ import ctypes.util
 import os
 import sys
 
+from .errors import ConfigError
+
 M_MMAP_THRESHOLD = -3  # mallopt parameter number, from glibc's <malloc.h>
 DEFAULT_THRESHOLD = 4 * 1024 * 1024  # bytes; blocks above 4 MiB are mapped and given back on free
 
 
-def _threshold_from_env() -> int:
+def threshold_setting() -> int:
+    """The threshold ``LMCOURSE_MMAP_THRESHOLD`` asks for (default 4 MiB), or a :class:`ConfigError`."""
     raw = os.environ.get("LMCOURSE_MMAP_THRESHOLD", "").strip()
     if not raw:
         return DEFAULT_THRESHOLD
@@ -37,10 +40,20 @@ def _threshold_from_env() -> int:
     except ValueError:
         value = -1
     if value < 0:
-        print(f"lmcourse: LMCOURSE_MMAP_THRESHOLD={raw!r} is not a number of bytes >= 0; "
-              f"using {DEFAULT_THRESHOLD} (set 0 to leave the allocator alone).", file=sys.stderr)
-        return DEFAULT_THRESHOLD
+        raise ConfigError(f"LMCOURSE_MMAP_THRESHOLD={raw!r} is not a number of bytes >= 0: set it to, say, "
+                          f"{DEFAULT_THRESHOLD}, to 0 to leave the allocator alone, or unset it.")
     return value
+
+
+def _threshold_from_env() -> int:
+    """The threshold applied on import: a bad setting never stops the import, it falls back to the
+    default with a note (the command line, started with ``-m``, stops on it instead, with status 2)."""
+    try:
+        return threshold_setting()
+    except ConfigError as err:
+        if sys.argv[:1] != ["-m"]:  # Python sets argv[0] to "-m" while it imports the package of `python -m`
+            print(f"lmcourse: {err} Using {DEFAULT_THRESHOLD} for now.", file=sys.stderr)
+        return DEFAULT_THRESHOLD
 
 
 def limit_heap_growth(threshold: int | None = None) -> bool:

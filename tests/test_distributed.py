@@ -134,7 +134,7 @@ def silent_worker(rank, world, port, folder):
 
 def stop_a_rank(folder) -> str:
     """Train with two gloo processes until rank 1 stops itself; return what rank 0 raised (one line).
-    Used by tests/test_bad_inputs.py, with the other cases a user meets."""
+    Used by tests/bad_inputs/test_rundir.py, with the other cases a user meets."""
     hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     try:

@@ -289,6 +289,12 @@ class DynamicEval(LanguageModel):
             if tuple(stats[name].shape) != tuple(p.shape):
                 raise ValueError(f"stats[{name!r}] has shape {tuple(stats[name].shape)} but the parameter has "
                                  f"{tuple(p.shape)}: compute the stats on this very model.")
+        for name, _ in self.model.named_parameters():  # every entry is there: now their values
+            ms = stats[name]
+            if not bool(torch.isfinite(ms).all()) or bool((ms < 0).any()):
+                raise ValueError(f"stats[{name!r}] holds NaN, an infinity or a negative number, so no learning rate "
+                                 "could give a finite step: recompute them with gradient_stats on a model whose "
+                                 "weights and training loss are finite.")
         return stats
 
     # ----------------------------------------------------------------- plumbing
@@ -314,7 +320,13 @@ class DynamicEval(LanguageModel):
         out = []
         for name, p, t0 in zip(names, params, theta_0):
             ms, r = (x.to(device=p.device, dtype=p.dtype) for x in (self.stats[name], rates[name]))
-            out.append(make_step(t0, self.lr / (ms + self.eps), self.decay * r if self.decay > 0 else 0.0))
+            scale = self.lr / (ms + self.eps)  # s = lr / (MS + eps)
+            if not bool(torch.isfinite(scale).all()):
+                limit = self.lr / torch.finfo(p.dtype).max
+                raise ValueError(f"The step scale lr / (MS + eps) of {name} overflows {p.dtype} (lr={self.lr:g}, "
+                                 f"eps={self.eps:g}, smallest MS={float(ms.min()):g}): raise eps above {limit:.3g} "
+                                 "or lower lr.")
+            out.append(make_step(t0, scale, self.decay * r if self.decay > 0 else 0.0))
         return out
 
     def _theta_0(self, names: Sequence[str]) -> list:
@@ -390,11 +402,24 @@ class DynamicEval(LanguageModel):
             t = logits.size(0)
             out[i:i + t] = log_softmax(logits).gather(1, tokens[i:i + t].view(-1, 1)).squeeze(1)  # (t,)
             i += t
-        if not bool(torch.isfinite(out).all()):  # a softmax of finite logits never gives NaN or -inf
-            first = int((~torch.isfinite(out)).nonzero()[0])
-            warnings.warn(f"Dynamic evaluation diverged: from token {first} on the adapted weights give no finite "
-                          f"log-probabilities; lower the learning rate (lr={self.lr:g}).", RuntimeWarning, stacklevel=2)
+        self._diagnose(out)
         return out.cpu()
+
+    def _diagnose(self, log_p: torch.Tensor) -> None:
+        """Warn, in one sentence naming the cause, when the scores cannot be right: the trained weights
+        are not finite, or the adapted ones diverged (no finite score, or worse than a uniform guess)."""
+        if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            warnings.warn("Dynamic evaluation read a model whose trained weights hold NaN or an infinity, whatever "
+                          "the learning rate: load weights saved before its training diverged.", RuntimeWarning,
+                          stacklevel=3)
+        elif not bool(torch.isfinite(log_p).all()):  # a softmax of finite logits never gives NaN or -inf
+            first = int((~torch.isfinite(log_p)).nonzero()[0])
+            warnings.warn(f"Dynamic evaluation diverged: from token {first} on the adapted weights give no finite "
+                          f"log-probabilities; lower the learning rate (lr={self.lr:g}).", RuntimeWarning, stacklevel=3)
+        elif log_p.numel() and -float(log_p.mean()) > math.log(self.config.vocab_size) + 1.0:
+            warnings.warn(f"Dynamic evaluation diverged: the adapted weights score {-float(log_p.mean()):.3g} nats a "
+                          f"token, worse than a uniform guess ({math.log(self.config.vocab_size):.3g}); lower the "
+                          f"learning rate (lr={self.lr:g}).", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------ step interface
 

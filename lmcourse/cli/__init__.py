@@ -4,4 +4,5 @@
 - :mod:`.ngram`: the ``ngram`` command;
 - :mod:`.reproduce`: ``train`` a paper's preset into a run directory, ``evaluate`` what it trained;
 - :mod:`.word_lstm`: the lessons' shared word LSTM, through the one function that trains it.
+- :mod:`.stop`: Ctrl-C ends a command within seconds, even inside one long step.
 """

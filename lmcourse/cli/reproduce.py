@@ -21,6 +21,12 @@ starts in a folder holding files of another: continue it with ``--resume``, or d
 ``--overwrite``. ``preset.json`` records a checksum of the corpus's token streams, so a resume on a
 corpus whose files changed since is refused.
 
+Nothing is deleted before every check has passed: the settings, the corpus (read, or downloaded), the
+model's size and the trainer's batches are all checked first. Then ``--overwrite`` moves the earlier
+run's files into ``DIR/.overwritten/``; they are put back if the new run fails or is stopped before
+it saves its first epoch (and deleted once it has), so a typo never loses a finished run. A refused
+fresh run leaves no file behind. ``--from`` and ``--out`` may not be the same run.
+
 ``evaluate`` scores a run's best weights (or a checkpoint) on valid and test, alone and with the
 neural cache (Grave et al. 2017) and/or dynamic evaluation (Krause et al. 2018) on top. Their
 settings are the papers' for the preset (:data:`lmcourse.training.presets.Preset.evaluation`), the packages'
@@ -33,6 +39,9 @@ one stream (batch size 1), the way the papers report test perplexity.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -48,10 +57,12 @@ from ..training import distributed, presets
 from ..adapt.evaluate import evaluate_model
 from ..training.callbacks import Callback, ProgressBar
 from ..training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes, claim_on_every_rank
+from .stop import PromptStop, deferred_interrupt
 
 __all__ = ["add_cli", "run_train", "run_evaluate", "default_out", "read_meta", "META"]
 
 META = "preset.json"
+ASIDE = ".overwritten"  # where --overwrite keeps the earlier run until the new one has saved an epoch
 FORMAT = 1
 DONE = ("completed", "non-monotone")
 
@@ -212,21 +223,74 @@ def _model(preset, settings: dict, vocab, source: Optional[Path]):
     return model
 
 
+NAMES = RUN_FILES + (META,)
+
+
 def _claim(out: Path, resume: bool, overwrite: bool):
     """Rank 0 takes the lock of ``out`` (held until the command ends), removes what writes killed mid-way
-    left there, and makes sure a fresh run finds no files of another (deleting them with ``--overwrite``);
+    left there, settles an ``--overwrite`` that a killed process left half done, and makes sure a fresh
+    run finds no files of another unless ``--overwrite`` (which deletes nothing yet: see :class:`Aside`);
     when it cannot, every rank raises the same sentence. Returns the lock (None on other ranks)."""
-    names = RUN_FILES + (META,)
     run = RunDir(out)
 
     def prepare():
-        run.clean(names)
-        if not resume:
-            if overwrite:
-                run.clear(names)
-            else:
-                run.refuse_fresh_start(names, resume_hint="--resume", overwrite_hint="--overwrite")
+        run.clean(NAMES)
+        Aside(out).settle(started=False)
+        if not resume and not overwrite:
+            run.refuse_fresh_start(NAMES, resume_hint="--resume", overwrite_hint="--overwrite")
     return claim_on_every_rank(run, prepare, "--out")
+
+
+class Aside:
+    """The start of a fresh run in ``out``, undone if it fails before saving its first epoch.
+
+    :meth:`move` moves the earlier run's files into ``out/.overwritten/`` (renames: nothing is copied
+    or deleted). :meth:`settle`, called however the run ends: when the new run has saved an epoch
+    (its ``last.pt``), the earlier files are deleted; otherwise the new run's files are removed and the
+    earlier ones put back, so a refused or stopped start leaves the folder as it found it. Both hold
+    Ctrl-C back until they are done, and a marker file (``.moving``, ``.restoring``) tells the next
+    command how to finish one that a killed process left half done."""
+
+    MOVING, RESTORING = ".moving", ".restoring"
+
+    def __init__(self, out: Path):
+        self.out, self.folder = Path(out), Path(out) / ASIDE
+
+    def move(self) -> list:
+        present = RunDir(self.out).run_files(NAMES)
+        if present:
+            with deferred_interrupt():
+                self.folder.mkdir(exist_ok=True)
+                (self.folder / self.MOVING).touch()
+                for name in present:
+                    os.replace(self.out / name, self.folder / name)
+                (self.folder / self.MOVING).unlink()
+        return present
+
+    def settle(self, started: bool = True) -> bool:
+        """``started``: this process began the new run; False when the lock is taken, to finish what a
+        killed process left (only when it left ``.overwritten/``). True when the new run was kept."""
+        if not started and not self.folder.is_dir():
+            return False
+        with deferred_interrupt():
+            if (self.folder / self.MOVING).exists() or (self.folder / self.RESTORING).exists():
+                self._put_back()  # a move or a restore cut short: no file of a new run is left to remove
+            elif RunDir(self.out).has_run():  # the new run kept an epoch: the earlier one is replaced for good
+                shutil.rmtree(self.folder, ignore_errors=True)
+                return True
+            else:
+                for name in RunDir(self.out).run_files(NAMES):  # the new run's, none of which is worth keeping
+                    (self.out / name).unlink()
+                if self.folder.is_dir():
+                    (self.folder / self.RESTORING).touch()
+                    self._put_back()
+        return False
+
+    def _put_back(self) -> None:
+        for path in self.folder.iterdir():
+            if path.name not in (self.MOVING, self.RESTORING):
+                os.replace(path, self.out / path.name)
+        shutil.rmtree(self.folder)
 
 
 def corpus_checksum(corpus) -> str:
@@ -267,9 +331,12 @@ def _plan(args) -> dict:
     source = None
     if preset.finetune_of:
         source = Path(args.source) if args.source else default_out(presets.get(preset.finetune_of), data, scale)
+    out = Path(args.out) if args.out else default_out(preset, data, scale)
+    if source is not None and source.resolve() == out.resolve():
+        raise LMCourseError(f"--from and --out are the same folder ({out}): the finetuned run would replace the run "
+                            "it starts from; give --out another folder.")
     return {"format": FORMAT, "preset": preset.name, "scale": scale, "data": data, "settings": settings,
-            "overrides": list(args.set), "from": None if source is None else str(source),
-            "out": str(Path(args.out) if args.out else default_out(preset, data, scale))}
+            "overrides": list(args.set), "from": None if source is None else str(source), "out": str(out)}
 
 
 def run_train(args) -> Optional[dict]:
@@ -279,8 +346,11 @@ def run_train(args) -> Optional[dict]:
     out = Path(meta["out"])
     distributed.init()  # joins torchrun's process group; nothing outside torchrun
     lock = _claim(out, args.resume, args.overwrite)
+    note = (f"the run in {out} keeps its last finished epoch (the unfinished one is run again by the same command "
+            "with --resume).")
     try:
-        return _train(args, meta, t0)
+        with PromptStop(note):  # Ctrl-C ends the process within seconds, even inside a long step
+            return _train(args, meta, t0)
     finally:
         if lock is not None:
             lock.release()
@@ -301,21 +371,35 @@ def _train(args, meta: dict, t0: float) -> Optional[dict]:
     finished = saved is not None and _finished(out, settings["epochs"])
     bar = not args.quiet and main and not finished
     config = presets.train_config(settings, out_dir=str(out), progress=bar, live_plot=False)
-    if main and saved is None:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(out / META, json.dumps(meta, indent=1).encode())
-        print(f"{preset.name} at scale {meta['scale']} on {corpus.name}: {model.name}, {model.num_parameters():,} "
-              f"parameters, {len(train):,} training tokens, {config.epochs} epochs -> {out}", flush=True)
-    elif main:
-        print(f"{preset.name}: resuming {out}" + (", which already finished" if finished else ""), flush=True)
     from ..training.trainer import Trainer
 
     log = EpochLog(bar_shown=bar)
     trainer = Trainer(model, train, valid, config, callbacks=[ProgressBar(enabled=bar), log], vocab=corpus.vocab)
-    history = _history_of(out) if finished else trainer.fit(resume=bool(args.resume))
+    aside = Aside(out) if main and saved is None else None  # every check has passed: now the folder changes
+    if aside is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        aside.move()
+        try:
+            atomic_write_bytes(out / META, json.dumps(meta, indent=1).encode())
+        except BaseException:
+            aside.settle()
+            raise
+        print(f"{preset.name} at scale {meta['scale']} on {corpus.name}: {model.name}, {model.num_parameters():,} "
+              f"parameters, {len(train):,} training tokens, {config.epochs} epochs -> {out}", flush=True)
+        _gpu_scale_note(meta["scale"], config.epochs)
+    elif main:
+        print(f"{preset.name}: resuming {out}" + (", which already finished" if finished else ""), flush=True)
+    kept = True  # a resumed run keeps what it had, whatever happens now
+    try:
+        history = _history_of(out) if finished else trainer.fit(resume=bool(args.resume))
+    finally:
+        if aside is not None:
+            kept = aside.settle()
     distributed.shutdown()
     if not main:
         return None
+    if history.stop_reason == "interrupted" or not (kept and (out / "best.pt").is_file()):
+        _raise_if_stopped(history.stop_reason, out, kept)  # no score for weights that were not saved
     if finished:
         from ..training.checkpoint import load_checkpoint
 
@@ -329,6 +413,14 @@ def _train(args, meta: dict, t0: float) -> Optional[dict]:
     print(json.dumps(result))
     _raise_if_stopped(history.stop_reason, out)
     return result
+
+
+def _gpu_scale_note(scale: str, epochs: int) -> None:
+    """Say what the paper-sized recipe costs when it is about to run on a CPU."""
+    if scale == "gpu" and device().type == "cpu":
+        print(f"note: --scale gpu is the paper's recipe ({epochs} epochs), sized for a GPU, and this machine has "
+              "none: on the CPU it takes days; use --scale cpu for minutes, or Ctrl-C to stop (the last finished "
+              "epoch is kept).", file=sys.stderr, flush=True)
 
 
 def config_world(out: Path) -> int:
@@ -365,16 +457,19 @@ def _history_of(out: Path):
                    start=state.get("start"))
 
 
-def _raise_if_stopped(reason: Optional[str], out: Path) -> None:
-    import sys
-
+def _raise_if_stopped(reason: Optional[str], out: Path, kept: bool = True) -> None:
+    """End the command for a run that stopped early; ``kept``: the folder holds this command's run."""
     if reason == "interrupted":
-        print(f"note: the run in {out} keeps its last finished epoch; continue it with the same command and --resume.",
-              file=sys.stderr)
+        what = (f"the run in {out} keeps its last finished epoch; continue it with the same command and --resume"
+                if kept and RunDir(out).has_run() else f"no epoch had finished, so {out} is as it was before "
+                "this command")
+        print(f"note: {what}.", file=sys.stderr)
         raise KeyboardInterrupt
     if reason in ("nan", "diverged"):
-        raise LMCourseError(f"Training diverged (stop reason {reason!r}); the best weights so far are in {out}: "
-                            "lower the rate with --set lr=... and train again in a new --out.")
+        where = (f"the best weights so far are in {out / 'best.pt'}" if kept and (out / "best.pt").is_file()
+                 else "no epoch gave weights worth keeping")
+        raise LMCourseError(f"Training diverged (stop reason {reason!r}); {where}: lower the rate with --set lr=... "
+                            "and train again in a new --out.")
 
 
 # ------------------------------------------------------------------------------- evaluate
@@ -390,6 +485,23 @@ def _check_run_model(folder: Path, path: Path, stored: dict) -> None:
         raise LMCourseError(f"{path} holds a model with {diff}={stored.get(diff)!r}, but the run in {folder} trained "
                             f"one with {diff}={trained.get(diff)!r} (its config.json): evaluate the run's own best.pt, "
                             "or move the checkpoint out of the run directory.")
+
+
+def _no_best(target: Path, folder: Path) -> str:
+    """Why a run directory has no ``best.pt``, in one sentence that tells a finished run from a running one."""
+    if not target.is_dir():
+        return f"{target} does not exist: give a run directory written by train, or a checkpoint file."
+    try:
+        reason = _history_of(folder).stop_reason
+    except LMCourseError:
+        reason = None
+    if reason in ("nan", "diverged"):
+        return (f"{target} holds no best.pt: its run diverged before any epoch gave weights worth keeping; train "
+                "again with a lower rate (--set lr=...) in a new --out.")
+    if reason is not None:
+        return (f"{target} holds no best.pt: its run ended ({reason}) without saving best weights; train it again "
+                "in a new --out, or give a checkpoint file.")
+    return f"{target} holds no best.pt yet: let the run finish an epoch, or give a checkpoint file."
 
 
 def run_evaluate(args) -> dict:
@@ -408,7 +520,7 @@ def run_evaluate(args) -> dict:
     meta = read_meta(folder)
     path = target / "best.pt" if target.is_dir() else target
     if not path.is_file():
-        raise MissingFileError(f"{target} holds no best.pt yet: let the run finish an epoch, or give a checkpoint file.")
+        raise MissingFileError(_no_best(target, folder))
     data = args.data or (meta["data"] if meta else default_dataset())
     settings = meta["settings"] if meta and data == meta["data"] else {}
     corpus, train, valid, test = _splits(data, settings)

@@ -30,6 +30,7 @@ Batching, as in AWD-LSTM's ``main.py`` (awd-lstm-lm code):
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -109,8 +110,9 @@ def _real_folder(name: str, data_dir) -> Path:
     return download.fetch(files, target)
 
 
-def _read(path: Path) -> str:
-    """The text of a UTF-8 file (a byte-order mark dropped; ``\\r\\n`` and ``\\r`` read as ``\\n``)."""
+def _read(path: Path, empty: str = "every split needs some text") -> str:
+    """The text of a UTF-8 file (a byte-order mark dropped; ``\\r\\n`` and ``\\r`` read as ``\\n``);
+    ``empty`` is what the error for an empty file asks for."""
     try:
         with open(path, encoding="utf-8-sig") as f:
             text = f.read()
@@ -121,13 +123,30 @@ def _read(path: Path) -> str:
         raise CorpusError(f"{path} cannot be read ({err.strerror or err}): check that it exists and that "
                           "you may read it.") from None
     if not text:
-        raise CorpusError(f"{path} is empty: every split needs some text.")
+        raise CorpusError(f"{path} is empty: {empty}.")
     return text
+
+
+def _a_loop_or_a_dangling_link(path: Path) -> Optional[CorpusError]:
+    """The error for a symbolic link that cannot be followed (a loop, or a target that is gone), else None."""
+    if path.is_symlink() and not path.exists():
+        try:
+            path.resolve(strict=True)
+            why = "leads nowhere"
+        except RuntimeError:  # Python < 3.13 reports a loop so
+            why = "is a loop of symbolic links"
+        except OSError as err:
+            why = "is a loop of symbolic links" if err.errno == errno.ELOOP else "points to a file that does not exist"
+        return CorpusError(f"{path} {why}: replace it with the file itself or a link to an existing one.")
+    return None
 
 
 def _split_files(folder: Path) -> list[Path]:
     for split in SPLITS:
         path = folder / f"{split}.txt"
+        broken = _a_loop_or_a_dangling_link(path)
+        if broken is not None:
+            raise broken
         if path.is_dir():
             raise CorpusError(f"{path} is a folder, not a text file: a corpus folder needs the files train.txt, "
                               "valid.txt and test.txt.")
@@ -174,6 +193,9 @@ def _locate(name, data_dir) -> tuple[str, list[Path], Optional[Path]]:
     if not isinstance(name, (str, os.PathLike)):
         raise TypeError(f"The corpus name must be a string or a folder path, got {type(name).__name__}.")
     folder = Path(name)
+    broken = _a_loop_or_a_dangling_link(folder)
+    if broken is not None:
+        raise broken
     if folder.is_file():
         raise CorpusError(f"{folder} is a file, not a folder: give the folder holding train.txt, valid.txt "
                           "and test.txt.")
@@ -182,8 +204,18 @@ def _locate(name, data_dir) -> tuple[str, list[Path], Optional[Path]]:
             raise _unknown(name)
         raise CorpusError(f"The folder {folder} does not exist: give a folder holding train.txt, valid.txt "
                           f"and test.txt, or one of the names {', '.join(NAMES)}.")
-    vocab = folder / "vocab.txt"
-    return folder.name, _split_files(folder), vocab if vocab.is_file() else None
+    return folder.name, _split_files(folder), _vocab_file(folder / "vocab.txt")
+
+
+def _vocab_file(vocab: Path) -> Optional[Path]:
+    """``vocab`` when the folder has one, None when it has none; a vocab.txt that cannot be a list is refused."""
+    broken = _a_loop_or_a_dangling_link(vocab)
+    if broken is not None:
+        raise broken
+    if vocab.is_dir():
+        raise CorpusError(f"{vocab} is a folder, not a text file: put one token a line in a file vocab.txt, "
+                          "or remove the folder to build the vocabulary from train.txt.")
+    return vocab if vocab.exists() else None
 
 
 def _texts(files: list[Path]) -> list[str]:
@@ -292,16 +324,29 @@ def train_vocabulary(train_words: list[str], min_count: int = 1) -> list[str]:
 
 
 def _vocab_file_itos(vocab_file: Path) -> list[str]:
-    itos = [t for t in _read(vocab_file).split("\n") if t]
+    itos = [t for t in _read(vocab_file, "list one token a line, or delete it to build the vocabulary "
+                                        "from train.txt").split("\n") if t.strip()]
+    if not itos:
+        raise CorpusError(f"{vocab_file} holds only blank lines: list one token a line, or delete it to build "
+                          "the vocabulary from train.txt.")
     repeated = [t for t, n in Counter(itos).items() if n > 1]
     if repeated:
         raise CorpusError(f"{vocab_file} lists the token {repeated[0]!r} more than once: give each token one line.")
     return itos
 
 
-def _word_corpus(texts: list[str], vocab_file: Optional[Path], min_count: int):
+def _check_words(streams: list[list[str]], files: list[Path]) -> None:
+    """Refuse a split whose lines are all blank: it would score nothing but ``<eos>``, or make every word ``<unk>``."""
+    for i, (split, words) in enumerate(zip(SPLITS, streams)):
+        if all(w == EOS for w in words):
+            where = str(files[i]) if len(files) == len(SPLITS) else f"The {split} part of {files[0]}"
+            raise CorpusError(f"{where} has no words, only blank lines: every split needs some text.")
+
+
+def _word_corpus(texts: list[str], vocab_file: Optional[Path], min_count: int, files: list[Path]):
     """(ids of each split, Vocab, tokens read as <unk> per split); see the module docstring for the vocabulary."""
     streams = [words_of(t) for t in texts]
+    _check_words(streams, files)
     if vocab_file is not None and min_count != 1:
         raise CorpusError(f"min_count={min_count} needs a vocabulary built from train.txt, but this corpus comes "
                           f"with {vocab_file}: leave min_count at 1.")
@@ -354,7 +399,7 @@ def load_corpus(name=None, level: str = "word", data_dir=None, cache: bool = Tru
     cached = _load_cached(path, key) if path is not None else None
     if cached is None:
         texts = _texts(files)
-        cached = _char_corpus(texts) if level == "char" else _word_corpus(texts, vocab_file, min_count)
+        cached = _char_corpus(texts) if level == "char" else _word_corpus(texts, vocab_file, min_count, files)
         if path is not None:
             _save_cached(path, key, *cached)
     streams, vocab, mapped = cached

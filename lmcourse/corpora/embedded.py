@@ -11,6 +11,7 @@ bytes on any machine, since every draw is an integer draw from integer weights.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import NoSpaceError, WriteError
 from .grammar import (
     CAT,
     NAME_LIST,
@@ -204,25 +206,45 @@ def write_corpus(folder: Path, params: Params = Params()) -> Path:
     lex = build_lexicon(params)
     gram = build_grammar(params, lex)
     assert lex.words[EOS_ID] == "<eos>" and lex.words[CAT_DOC_ID] == "<doc>"
+    words = np.array(lex.words, dtype=object)
+    files = {}
+    for i, (split, n) in enumerate((("train", params.train_tokens), ("valid", params.valid_tokens),
+                                    ("test", params.test_tokens))):
+        lines = generate_split(lex, gram, params, n, i)
+        files[f"{split}.txt"] = ("\n".join(" ".join(words[line[:-1]]) for line in lines) + "\n").encode("utf-8")
+    files["vocab.txt"] = ("\n".join(lex.words) + "\n").encode("utf-8")
+    files["params.json"] = json.dumps({"format": FORMAT, **asdict(params)}, indent=1).encode("utf-8")
     folder = Path(folder)
+    try:
+        _write_files(folder, files)
+    except OSError as err:
+        raise _write_failed(folder, err, sum(map(len, files.values()))) from None
+    return folder
+
+
+def _write_files(folder: Path, files: dict) -> None:
+    """Write ``files`` (name -> bytes) and their checksums into a temporary folder, then swap it in."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".tmp"))
     try:
-        words = np.array(lex.words, dtype=object)
-        for i, (split, n) in enumerate((("train", params.train_tokens), ("valid", params.valid_tokens),
-                                        ("test", params.test_tokens))):
-            lines = generate_split(lex, gram, params, n, i)
-            text = "\n".join(" ".join(words[line[:-1]]) for line in lines) + "\n"
-            (tmp / f"{split}.txt").write_text(text, encoding="utf-8")
-        (tmp / "vocab.txt").write_text("\n".join(lex.words) + "\n", encoding="utf-8")
-        (tmp / "params.json").write_text(json.dumps({"format": FORMAT, **asdict(params)}, indent=1))
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
         (tmp / CHECKSUMS).write_text(json.dumps(_checksums(tmp), indent=1))
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+
+
+def _write_failed(folder: Path, err: OSError, needed: int) -> Exception:
+    """One sentence for a write of the corpus that failed: where, and how much it needed on a full disk."""
+    mb = needed / 1e6
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return NoSpaceError(f"No space left on the disk of {folder.parent} to write the embedded corpus (needed "
+                            f"about {mb:.0f} MB): free some space, or set LMCOURSE_CACHE to a folder on another disk.")
+    return WriteError(f"The embedded corpus cannot be written to {folder} ({err.strerror or err}): set "
+                      "LMCOURSE_CACHE to a folder you may write to.")
 
 
 def ensure(folder: Path | None = None, params: Params = Params()) -> Path:

@@ -16,20 +16,23 @@ fetched from the network when a page is read:
 - links between lessons point at the other pages.
 
 The pages show the outputs the notebooks were saved with: run ``make lessons`` first to refresh them.
+A lesson saved with an error in one of its cells is refused (naming the lesson and the cell), as is a
+file that is not a notebook, before any page is written; so is an ``--out`` that is a file or a folder
+that cannot be written.
 """
 from __future__ import annotations
 
 import argparse
 import html
-import json
+import os
 import re
 import shutil
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import MissingFileError
-from .lessons import NOTEBOOKS, lessons
+from ..errors import LMCourseError, WriteError, sentence
+from .lessons import NOTEBOOKS, NotebookError, lessons, read_notebook
 from .outputs import STAMP
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -94,17 +97,47 @@ def _link_pages(page: str) -> str:
                   page)
 
 
+def stored_error(nb, path: Path) -> Optional[str]:
+    """The sentence refusing a lesson saved with an error output, naming the lesson and the cell; else None."""
+    for number, cell in enumerate(nb.cells, start=1):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                what = f"{output.get('ename', 'an error')}: {' '.join(str(output.get('evalue', '')).split())}"
+                return (f"{Path(path).name} was saved with an error in cell {number} ({what[:160]}): run the "
+                        "lesson again (make lessons) and fix what failed, then build the book.")
+    return None
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an output folder that is a file or cannot be written, before anything is written."""
+    if out.exists() and not out.is_dir():
+        raise WriteError(f"--out {out} is a file, not a folder: give a folder for the site, e.g. --out book.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise WriteError(f"The folder {out} cannot be made ({err.strerror or type(err).__name__}): give a folder "
+                         "you may write to with --out.") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise WriteError(f"The folder {out} is read-only: give a folder you may write to with --out.")
+
+
 def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: bool = True) -> list[dict]:
     """Write the site into ``out``; one dict per lesson page: file, title, scale, images, widgets.
 
-    With ``results`` it also writes the results page (:mod:`lmcourse.course.results_page`), linked from the index."""
+    Every lesson is read and checked first; a broken one, or one saved with an error, is a
+    :class:`~lmcourse.course.lessons.NotebookError` and nothing is written. With ``results`` it also writes the
+    results page (:mod:`lmcourse.course.results_page`), linked from the index."""
     import jinja2
-    import nbformat
     from nbconvert import HTMLExporter
 
     paths = list(paths) or lessons()
+    notebooks = [read_notebook(Path(p)) for p in paths]
+    for nb, path in zip(notebooks, paths):
+        refused = stored_error(nb, path)
+        if refused:
+            raise NotebookError(refused)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out(out)
     source = mathjax_source() if mathjax else None
     if source is not None:
         shutil.copytree(source, out / "mathjax", dirs_exist_ok=True)
@@ -112,21 +145,28 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: 
                             extra_loaders=[jinja2.DictLoader({"book.html.j2": TEMPLATE})],
                             mathjax_url=f"mathjax/MathJax.js?config={MATHJAX_CONFIG}")
     pages = []
-    for path in paths:
-        nb = nbformat.read(str(path), as_version=4)
+    for path, nb in zip(paths, notebooks):
         widgets = static_copy(nb)
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem,
                                                                           "path": str(Path(path).parent)}})
         page = out / f"{path.stem}.html"
-        page.write_text(_link_pages(body), encoding="utf-8")
+        _write(page, _link_pages(body))
         stamp = nb.metadata.get(STAMP) or {}
         pages.append({"file": page.name, "title": title_of(nb, path.stem), "summary": summary_of(nb),
                       "scale": stamp.get("scale"), "images": len(re.findall(r'<img [^>]*src="data:image/', body)), "widgets": widgets})
     if results:
         from .results_page import write as write_results
         write_results(out)
-    (out / "index.html").write_text(index_page(pages, mathjax=source is not None, results=results), encoding="utf-8")
+    _write(out / "index.html", index_page(pages, mathjax=source is not None, results=results))
     return pages
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace ``path`` whole, through a temporary name unique to this writer (two builds never collide)."""
+    from ..training.checkpoint import atomic_write
+
+    data = text.encode("utf-8")
+    atomic_write(path, lambda f: f.write(data), needed=len(data))
 
 
 def index_page(pages: list[dict], mathjax: bool, results: bool = False) -> str:
@@ -176,9 +216,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         pages = build(Path(args.out), paths)
-    except MissingFileError as err:  # the results page reads the committed reference runs
-        print(f"error: {err}", file=sys.stderr)
+    except (LMCourseError, OSError) as err:
+        print(f"error: {sentence(err)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("\nerror: interrupted; the pages written so far are complete, the index may be missing.",
+              file=sys.stderr)
+        return 130
     for p in pages:
         print(f"{p['file']:<36} {p['images']:3d} images  {p['widgets']} widgets as pictures")
     if mathjax_source() is None:

@@ -6,13 +6,18 @@ Two uses, both from the command line (and from the Makefile)::
     python -m lmcourse.course.lessons store [--scale cpu] [LESSON ...]    # make lessons
     python -m lmcourse.course.lessons runs [LESSON ...]                   # make runs
 
+(the options may come anywhere: ``warm --scale ci 1`` and ``warm 1 --scale ci`` are the same).
+
 ``warm`` executes every lesson at the scale (default ``$LMCOURSE_SCALE``, else ``cpu``) and throws the
 outputs away: a lesson trains each of its long runs the first time and stores it (see
 :mod:`lmcourse.store.stored_runs`), so after ``warm`` a Run All loads them instead of training.
 One progress bar runs over all the lessons, its total in estimated seconds (each lesson's measured
-time on this machine when known, else :func:`estimate_s`), so its time estimate is honest from
-the start. ``store`` executes the lessons and saves them with their outputs: the kernel name a
-fresh JupyterLab writes, each progress bar in its final state, a stamp in the metadata
+time on this machine when known, else :data:`ESTIMATE_S`), so its time estimate is honest from
+the start. The measured times are kept in ``lesson-times.json``, sealed with its checksum (see
+:mod:`lmcourse.checksum`) and replaced whole under a lock, so two ``make warm`` sharing a cache
+folder never lose each other's times; a damaged file is ignored with one note. Ctrl-C stops at once
+with one line. ``store`` executes the lessons and saves them with their outputs: the kernel name a
+fresh JupyterLab writes, each progress bar in its final state, and a stamp in the metadata
 (:data:`lmcourse.course.outputs.STAMP`) that says which scale and which execution path made them, and
 each cell's slide type as :mod:`lmcourse.course.slides` declares it.
 
@@ -27,7 +32,6 @@ all of them.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -36,8 +40,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .. import config
+from ..checksum import read_sealed_json, sealed_json
 from ..config import by_scale
-from ..errors import ConfigError
+from ..errors import ConfigError, LMCourseError
 from ..progress import bar
 from .outputs import MACHINERY, STAMP, problems
 
@@ -85,21 +90,54 @@ def _times_path() -> Path:
     return config.cache_dir() / TIMES_FILE
 
 
-def measured_times() -> dict:
-    """``{"<scale>/<lesson file>": seconds}`` of the lessons this machine has executed before."""
+def measured_times(path: Optional[Path] = None) -> dict:
+    """``{"<scale>/<lesson file>": seconds}`` of the lessons this machine has executed before.
+
+    A file that is damaged (its checksum does not match) is ignored with one note: the times are
+    only estimates, and the next lesson that runs writes the file afresh."""
+    path = _times_path() if path is None else Path(path)
     try:
-        return json.loads(_times_path().read_text())
-    except (OSError, ValueError):
+        times = read_sealed_json(path).get("times")
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError) as err:
+        print(f"note: {err}", file=sys.stderr)
+        return {}
+    if not isinstance(times, dict) or not all(isinstance(v, (int, float)) for v in times.values()):
+        return {}
+    return times
 
 
-def _record_time(scale: str, lesson: Path, seconds: float) -> None:
-    times = measured_times()
-    times[f"{scale}/{lesson.name}"] = round(seconds, 1)
-    path = _times_path()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(times, indent=1, sort_keys=True))
-    tmp.replace(path)
+def _record_time(scale: str, lesson: Path, seconds: float, path: Optional[Path] = None) -> None:
+    """Add one measured time to the file, read and replaced whole under a lock that other writers share."""
+    from ..training.checkpoint import atomic_write  # a temporary file unique to this writer, then os.replace
+
+    path = _times_path() if path is None else Path(path)
+    with _locked(path.with_name(path.name + ".lock")):
+        times = measured_times(path)
+        times[f"{scale}/{lesson.name}"] = round(seconds, 1)
+        data = sealed_json({"format": 1, "times": times})
+        atomic_write(path, lambda f: f.write(data), needed=len(data))
+
+
+class _locked:
+    """An exclusive OS lock on ``path`` for the ``with`` block (a no-op where the OS offers none)."""
+
+    def __init__(self, path: Path):
+        self.path, self.fd = path, None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # Windows: writers are rare enough there; the write itself stays atomic
+            return self
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock
 
 
 def estimate(scale: str, lesson: Path) -> float:
@@ -114,18 +152,50 @@ def _scale(scale: Optional[str]) -> str:
     return value
 
 
+class NotebookError(LMCourseError, ValueError):
+    """A lesson file that is not a notebook that can be read, or that holds a stored error."""
+
+
+def read_notebook(path: Path):
+    """The notebook at ``path`` (nbformat 4), or a :class:`NotebookError` naming the file in one sentence."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+        nbformat.validate(nb)
+    except OSError as err:
+        raise NotebookError(f"{path} cannot be read ({err.strerror or type(err).__name__}): check that it exists "
+                            "and that you may read it.") from None
+    except Exception as err:  # nbformat raises JSON, validation, key and attribute errors for a broken file
+        why = " ".join(str(err).split())[:120] or type(err).__name__
+        raise NotebookError(f"{path} is not a notebook that can be read ({why}): restore it, e.g. with "
+                            f"git checkout -- {path}.") from None
+    return nb
+
+
+def gpu_on_cpu_note(scale: str, paths: Sequence[Path]) -> Optional[str]:
+    """A sentence saying what ``gpu`` scale costs when there is no GPU, else None."""
+    import torch
+
+    if scale != "gpu" or torch.cuda.is_available():
+        return None
+    hours = sum(ESTIMATE_S["gpu"] for _ in paths) / 3600
+    return (f"note: the gpu scale is sized for a GPU and this machine has none: {len(paths)} lessons that take "
+            f"about {hours:.0f} h on a GPU will take many times longer on the CPU (days); "
+            "use --scale cpu for minutes a lesson, or Ctrl-C to stop.")
+
+
 def execute(path: Path, scale: Optional[str] = None, timeout: Optional[int] = None, env: Optional[dict] = None):
     """Run the notebook at ``path`` in a fresh kernel at ``scale``; ``(notebook, seconds)``.
 
     The kernel runs in the notebook's folder with ``LMCOURSE_SCALE`` set; ``timeout`` bounds one cell
     (None: no bound). The returned notebook carries the kernel name and the stamp; nothing is written.
     A cell that raises stops the run with ``nbclient``'s CellExecutionError, naming the cell."""
-    import nbformat
     from nbclient import NotebookClient
 
     scale = _scale(scale)
     path = Path(path)
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     kernel_env = dict(os.environ if env is None else env, LMCOURSE_SCALE=scale)
     kernel_env.pop("CI", None)  # progress bars are part of what a stored lesson shows
@@ -149,10 +219,16 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
     ``env`` is the kernel's environment (default: this one's); ``after(path, started)`` is called
     once each lesson has run."""
     scale = _scale(scale)
+    for path in paths:  # a broken lesson is named before hours of the others run
+        read_notebook(Path(path))
+    note = gpu_on_cpu_note(scale, paths)
+    if note:
+        print(note, file=sys.stderr)
     plan = {Path(p): estimate(scale, Path(p)) for p in paths}
     seconds: dict = {}
+    left = "" if note else ", about {remaining} left"  # the estimates are a GPU's: no honest time left on a CPU
     with bar(total=round(sum(plan.values())), unit="s", desc=f"{len(plan)} lessons at {scale}: ", enabled=True,
-             bar_format="{desc}{percentage:3.0f}%|{bar}| {elapsed} so far, about {remaining} left") as progress:
+             bar_format="{desc}{percentage:3.0f}%|{bar}| {elapsed} so far" + left) as progress:
         for path, guess in plan.items():
             progress.set_description(f"{scale}: {path.stem}")
             started = time.time()
@@ -211,23 +287,44 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              "runs: retrain the reference runs committed in reference_runs/ (at cpu)")
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
     parser.add_argument("--scale", default=None, help="ci, cpu or gpu (default: $LMCOURSE_SCALE, else cpu)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options before or after the lessons
     try:
+        config.check_environment()
         paths = lessons(args.lessons)
         scale = _scale(args.scale)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from nbclient.exceptions import CellExecutionError
     try:
-        if args.command == "runs":
+        return _run(args.command, paths, scale)
+    except KeyboardInterrupt:
+        print("\nerror: interrupted; the lessons that finished kept their stored runs and times, a run that "
+              "was training keeps its last saved state.", file=sys.stderr)
+        return 130
+
+
+def _run(command: str, paths: list, scale: str) -> int:
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    try:
+        if command == "runs":
             regenerate_runs(paths)
         else:
-            warm(paths, scale, store_outputs=args.command == "store")
+            warm(paths, scale, store_outputs=command == "store")
     except CellExecutionError as err:
+        if getattr(err, "ename", "") == "KeyboardInterrupt":  # Ctrl-C reached the kernel too
+            raise KeyboardInterrupt from None
         last = [ln for ln in str(err).splitlines() if ln.strip()][-1:] or ["(no message)"]
         print(f"error: a lesson stopped with an error, so the lessons after it did not run: {last[0]}",
               file=sys.stderr)
+        return 1
+    except (CellTimeoutError, DeadKernelError) as err:
+        print(f"error: a lesson's kernel stopped ({type(err).__name__}), so the lessons after it did not run: "
+              f"{' '.join(str(err).split())[:200]}", file=sys.stderr)
+        return 1
+    except (LMCourseError, OSError) as err:
+        from ..errors import sentence
+        print(f"error: {sentence(err)}", file=sys.stderr)
         return 1
     return 0
 

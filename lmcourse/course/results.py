@@ -1,7 +1,9 @@
 """The running results table: every lesson adds its models, and the next lesson starts from it.
 
 Rows live in a small JSON file per (dataset, scale) in the cache folder, so lesson 02's table
-already holds lesson 01's models. A lesson shows its own rows and those of the lessons before it
+already holds lesson 01's models. The file is sealed with its checksum (:mod:`lmcourse.checksum`) and
+replaced whole through a temporary file unique to the writer; a file that does not match its
+checksum is moved aside (``.corrupt``) with one warning, never read as other numbers. A lesson shows its own rows and those of the lessons before it
 (``show(lesson="04")``), never rows that a later lesson left in the file. Published numbers from
 :mod:`lmcourse.literature` sit beside them, each with its source and table.
 """
@@ -14,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import literature as lit
+from ..checksum import read_sealed_json, sealed_json
 from ..config import DATASET, SCALE, cache_dir
 
 
@@ -41,13 +44,23 @@ class Results:
         if not self.path.exists():
             return []
         try:
-            return [Row(**r) for r in json.loads(self.path.read_text(encoding="utf-8"))]
-        except (ValueError, TypeError, UnicodeDecodeError):
+            return [Row(**r) for r in self._rows_on_disk()]
+        except (ValueError, TypeError, UnicodeDecodeError) as err:
             aside = self.path.with_name(self.path.name + ".corrupt")
             os.replace(self.path, aside)
-            warnings.warn(f"The results file {self.path} was damaged (not a list of rows); it was moved to "
-                          f"{aside} and the table starts empty.", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"The results file {self.path} was damaged ({' '.join(str(err).split())[:120]}); it was "
+                          f"moved to {aside} and the table starts empty.", RuntimeWarning, stacklevel=3)
             return []
+
+    def _rows_on_disk(self) -> list:
+        """The rows of the sealed file (a file from before the seal, a bare list, is read as it is)."""
+        text = self.path.read_text(encoding="utf-8")
+        if text.lstrip().startswith("["):
+            return json.loads(text)
+        rows = read_sealed_json(self.path).get("rows")
+        if not isinstance(rows, list):
+            raise ValueError("no list of rows")
+        return rows
 
     def clear_lesson(self, lesson: str) -> "Results":
         """Drop a lesson's rows (a rerun of that lesson replaces them)."""
@@ -65,10 +78,11 @@ class Results:
         return self
 
     def _save(self) -> None:
+        from ..training.checkpoint import atomic_write  # a temporary name unique to this writer
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([asdict(r) for r in self.rows], indent=1))
-        os.replace(tmp, self.path)
+        data = sealed_json({"format": 1, "rows": [asdict(r) for r in self.rows]})
+        atomic_write(self.path, lambda f: f.write(data), needed=len(data))
 
     def best(self, exclude=("oracle",)) -> Row:
         """The model with the lowest test perplexity (the oracle left out)."""

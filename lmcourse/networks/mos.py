@@ -39,6 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..errors import check_int, check_number
 from .models import LMConfig, make_dropout, register_head, up_map
 
 __all__ = ["MixtureOfSoftmaxes", "mos_log_probs", "mos_log_probs_reference", "CHUNK_ELEMENTS",
@@ -218,6 +219,13 @@ def mos_log_probs(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     return out.view(*lead, weight.shape[0])
 
 
+def _check_sizes(**sizes) -> None:
+    """Every size of the head is a whole number of at least 1 (``vector_size`` may be None)."""
+    for name, value in sizes.items():
+        if value is not None:
+            check_int(value, name, 1)
+
+
 class MixtureOfSoftmaxes(nn.Module):
     r"""The MoS head: ``forward(g (T, B, L)) -> log p (T, B, V)`` (see the module docstring).
 
@@ -240,6 +248,10 @@ class MixtureOfSoftmaxes(nn.Module):
         super().__init__()
         if activation not in ("tanh", "linear"):
             raise ValueError(f"activation={activation!r} is unknown: use 'tanh' (the paper's) or 'linear'.")
+        _check_sizes(in_size=in_size, emb_size=emb_size, vocab_size=vocab_size, n_experts=n_experts,
+                     vector_size=vector_size)
+        check_number(dropoutl, "dropoutl", 0.0, 1.0, high_open=True)
+        check_number(init_range, "init_range", 0.0)
         self.n_experts, self.emb_size, self.activation = n_experts, emb_size, activation
         self.prior = nn.Linear(in_size, n_experts, bias=False)
         self.latent = nn.Linear(in_size, n_experts * emb_size)

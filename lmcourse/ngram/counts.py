@@ -252,11 +252,14 @@ def kneser_ney_table(ctx, a, n_ctx: int, D: np.ndarray, keys) -> OrderTable:
 def add_k_table(ctx, c, n_ctx: int, k: float, V: int, keys) -> OrderTable:
     r"""Add-k (Lidstone) at one order: :math:`p(w \mid h) = (c(hw) + k) / (c(h\bullet) + kV)`.
 
-    No lower order is mixed in; an unseen context gives the uniform :math:`1/V`.
+    No lower order is mixed in; an unseen context gives the uniform :math:`1/V`. Numerator and
+    denominator are divided by :math:`s = \max(k, 1)` first, so that a huge k (where :math:`kV` would
+    overflow to infinity) gives its true limit, the uniform :math:`1/V`, instead of 0/inf.
     """
-    den = np.bincount(ctx, weights=c, minlength=n_ctx) + k * V  # (contexts,)
-    numr = c / den[ctx]
-    return OrderTable(keys, *_with_sentinels(numr, np.zeros(n_ctx), k / den, 0.0, 1.0 / V))
+    s = max(float(k), 1.0)
+    den = np.bincount(ctx, weights=c, minlength=n_ctx) / s + (k / s) * V  # (contexts,) = (c(h.) + kV) / s
+    numr = (c / s) / den[ctx]
+    return OrderTable(keys, *_with_sentinels(numr, np.zeros(n_ctx), (k / s) / den, 0.0, 1.0 / V))
 
 
 def mle_table(ctx, c, n_ctx: int, keys) -> OrderTable:

@@ -13,6 +13,12 @@ hashed by :mod:`lmcourse.store.stored_runs`, all given by the caller as an :clas
 a damaged file is reported in one sentence and skipped, so the lesson trains instead of crashing.
 :func:`store` is called for every finished run while ``LMCOURSE_STORE_REFERENCE=1`` (what ``make runs``
 sets). The whole folder stays under :data:`BUDGET_BYTES`.
+
+An entry's ``file`` is a bare file name inside the folder: one that is not (``../x``, an absolute path,
+a link that leads out) refuses the manifest in one sentence, so :func:`load`, :func:`store` and
+:func:`prune` never read or delete a file elsewhere. A damaged manifest is named in one sentence:
+:func:`load` warns and the lesson trains afresh, :func:`store` and :func:`prune` stop before writing.
+A folder that holds runs but no manifest is named too.
 """
 from __future__ import annotations
 
@@ -84,17 +90,68 @@ def enter(row: dict, where: Optional[Path] = None) -> None:
     write_manifest(runs + [row], where)
 
 
+def _damaged(path: Path, what: str) -> CheckpointError:
+    return CheckpointError(f"{path} {what}: restore it with `git checkout -- {path}` or regenerate the runs "
+                           "with `make runs`.")
+
+
 def read_manifest(where: Optional[Path] = None) -> list[dict]:
-    """The manifest's entries (empty when there is none)."""
-    path = Path(where or folder()) / MANIFEST
-    if not path.is_file():
+    """The manifest's entries (empty when there is none), each checked: a dict whose ``file`` is a bare
+    name of a file inside the folder; anything else is a :class:`CheckpointError` naming the manifest."""
+    where = Path(where or folder())
+    path = where / MANIFEST
+    if not path.exists():
         return []
     try:
-        runs = json.loads(path.read_text(encoding="utf-8")).get("runs", [])
-    except (ValueError, AttributeError) as err:
-        raise CheckpointError(f"{path} is not a readable manifest ({err}): restore it with `git checkout "
-                              f"{path.name}` or regenerate the runs with `make runs`.") from None
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise _damaged(path, f"is not a readable manifest ({type(err).__name__})") from None
+    runs = document.get("runs") if isinstance(document, dict) else None
+    if not isinstance(runs, list):
+        raise _damaged(path, 'is not a manifest (it should be {"runs": [one entry per run]})')
+    for i, entry in enumerate(runs):
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            raise _damaged(path, f"has an entry ({i + 1} of {len(runs)}) without the name of its file")
+        inside(where, entry["file"], path)
     return list(runs)
+
+
+def inside(where: Path, name: str, manifest: Optional[Path] = None) -> Path:
+    """``where / name`` when ``name`` is a bare file name that stays inside ``where``, links followed;
+    else a :class:`CheckpointError`: a manifest may never name a file elsewhere."""
+    target = Path(where) / name
+    bare = name not in ("", ".", "..") and "/" not in name and "\\" not in name and "\0" not in name
+    if not bare or target.resolve().parent != Path(where).resolve():
+        raise _damaged(manifest or Path(where) / MANIFEST,
+                       f"names the file {name!r}, which is not a file inside {where}; an entry's file is a bare name")
+    return target
+
+
+def _unlisted_runs(where: Path) -> Optional[str]:
+    """The sentence for a folder that holds runs but no manifest, else None."""
+    if (where / MANIFEST).exists() or not where.is_dir():
+        return None
+    files = sorted(p.name for p in where.glob("*.pt"))
+    if not files:
+        return None
+    return (f"The reference folder {where} holds {len(files)} runs ({files[0]}, ...) but no {MANIFEST}, so none "
+            f"can be checked and they are trained afresh: restore it with `git checkout -- {where / MANIFEST}` or "
+            "regenerate the runs with `make runs`.")
+
+
+def entry_for(name: str, key: str, where: Optional[Path] = None) -> Optional[dict]:
+    """The manifest's entry of ``name`` with ``key``, or None; a damaged or missing manifest is named in a warning."""
+    where = Path(where or folder())
+    try:
+        runs = read_manifest(where)
+    except CheckpointError as err:
+        warnings.warn(f"{str(err)[:-1]}; until then the lessons train their runs afresh.", RuntimeWarning,
+                      stacklevel=3)
+        return None
+    missing = _unlisted_runs(where)
+    if missing:
+        warnings.warn(missing, RuntimeWarning, stacklevel=3)
+    return next((r for r in runs if r.get("key") == key and r.get("name") == name), None)
 
 
 def write_manifest(runs: list[dict], where: Optional[Path] = None) -> Path:
@@ -108,10 +165,10 @@ def write_manifest(runs: list[dict], where: Optional[Path] = None) -> Path:
 def load(name: str, key: str, vocab):
     """``(model, info, path)`` of the reference run ``name`` with ``key``, or None when there is none usable."""
     where = folder()
-    entry = next((r for r in read_manifest(where) if r.get("key") == key and r.get("name") == name), None)
+    entry = entry_for(name, key, where)
     if entry is None:
         return None
-    path = where / entry["file"]
+    path = inside(where, entry["file"])
     problem = None
     if not path.is_file():
         problem = "is missing"
@@ -141,8 +198,9 @@ def store(entry: Entry, model, vocab, rows: list) -> Path:
     """Write a finished run in half precision and enter it in the manifest (replacing one of the same key)."""
     where = folder()
     where.mkdir(parents=True, exist_ok=True)
+    read_manifest(where)  # a damaged manifest stops here, before anything is written
     half = copy.deepcopy(model).cpu().half()
-    path = save_checkpoint(where / entry.file, half, vocab, rows, {"run": entry.name, "settings": entry.settings,
+    path = save_checkpoint(inside(where, entry.file), half, vocab, rows, {"run": entry.name, "settings": entry.settings,
                                                                    "complete": True, "precision": "float16"})
     enter(entry.row(path, epochs=len(rows)), where)
     return path
@@ -157,8 +215,8 @@ def rekey(old_file: str, entry: Entry, where: Optional[Path] = None) -> Path:
     old = next((r for r in runs if r.get("file") == old_file), None)
     if old is None:
         raise CheckpointError(f"{old_file} is not in {where / MANIFEST}: give the file name of a committed entry.")
-    path = where / entry.file
-    os.replace(where / old_file, path)
+    path = inside(where, entry.file)
+    os.replace(inside(where, old_file), path)
     row = dict(old, file=entry.file, name=entry.name, key=entry.key, lesson=entry.lesson or old.get("lesson"),
                settings=json.loads(json.dumps(entry.settings, default=str)))
     write_manifest([r for r in runs if r is not old] + [row], where)
@@ -168,14 +226,19 @@ def rekey(old_file: str, entry: Entry, where: Optional[Path] = None) -> Path:
 def prune(lesson: str, since: float, where: Optional[Path] = None) -> list[str]:
     """Remove the entries (and files) of ``lesson`` ("06") saved before ``since``: runs its regeneration no longer made."""
     where = Path(where or folder())
-    runs = read_manifest(where)
-    stale = [r for r in runs if r.get("lesson") == lesson and r.get("saved_at", 0) < since]
+    runs = read_manifest(where)  # every entry's file checked to lie inside the folder
+    stale = [r for r in runs if r.get("lesson") == lesson and _saved_at(r) < since]
     if not stale:
         return []
     write_manifest([r for r in runs if r not in stale], where)
     for r in stale:
-        (where / r["file"]).unlink(missing_ok=True)
+        inside(where, r["file"]).unlink(missing_ok=True)
     return [r["file"] for r in stale]
+
+
+def _saved_at(entry: dict) -> float:
+    value = entry.get("saved_at", 0)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def total_bytes(where: Optional[Path] = None) -> int:

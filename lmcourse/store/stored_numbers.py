@@ -12,6 +12,11 @@ then the user's cache (``<cache>/numbers/<name>-<key>.pt``), then ``compute()``.
 scale nothing is stored. While ``LMCOURSE_STORE_REFERENCE=1`` every result, computed or read from
 the user's cache, is also written to the reference folder; ``LMCOURSE_RETRAIN=1`` (or
 ``recompute=True``) ignores what is stored.
+
+A stored file holds ``{"format", "numbers", "sha256"}``: the checksum of :mod:`lmcourse.checksum`
+over every number and tensor, checked on every read, so a flipped bit is computed afresh with one
+warning instead of loading as another number. A committed copy from before the seal is read when the
+manifest's sha256 vouches for its bytes.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from typing import Callable, Optional
 import torch
 
 from .. import config
+from ..checksum import KEY, seal, verify
 from . import reference_runs as reference
 from ..training.checkpoint import atomic_write
 from .stored_runs import check_name, corpus_fingerprint, run_key, wanted
@@ -36,40 +42,52 @@ def numbers_path(name: str, settings: dict, vocab, scale: str, dataset) -> Path:
     return config.cache_dir() / "numbers" / f"{name}-{key}.pt"
 
 
+FORMAT = 1
+
+
 def _write(path: Path, numbers: dict) -> Path:
     buffer = io.BytesIO()
-    torch.save(numbers, buffer)
+    torch.save(seal({"format": FORMAT, "numbers": numbers}), buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write(path, lambda f: f.write(buffer.getvalue()))
+    data = buffer.getvalue()
+    return atomic_write(path, lambda f: f.write(data), needed=len(data))
 
 
-def _read(path: Path) -> Optional[dict]:
+def _read(path: Path, vouched: bool = False) -> Optional[dict]:
+    """The numbers stored at ``path``, or None (with one warning) when the file is unreadable or its checksum
+    does not match; ``vouched``: the manifest's sha256 already matched, so a file from before the seal is read."""
     try:
-        numbers = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unreadable file is computed afresh
-        warnings.warn(f"The stored measurement {path} cannot be read ({type(err).__name__}); it is computed afresh.",
-                      RuntimeWarning, stacklevel=3)
-        return None
-    return numbers if isinstance(numbers, dict) else None
+        problem = f"cannot be read ({type(err).__name__})"
+    else:
+        if verify(payload) and isinstance(payload.get("numbers"), dict):
+            return payload["numbers"]
+        if vouched and isinstance(payload, dict) and KEY not in payload:
+            return payload
+        problem = "does not match the checksum stored with it (it was damaged or edited)"
+    warnings.warn(f"The stored measurement {path} {problem}; it is computed afresh.", RuntimeWarning, stacklevel=3)
+    return None
 
 
 def _from_reference(name: str, key: str) -> Optional[dict]:
     where = reference.folder()
-    entry = next((r for r in reference.read_manifest(where) if r.get("key") == key and r.get("name") == name), None)
+    entry = reference.entry_for(name, key, where)
     if entry is None:
         return None
-    path = where / entry["file"]
+    path = reference.inside(where, entry["file"])
     if not path.is_file() or reference.sha256(path) != entry.get("sha256"):
         warnings.warn(f"The stored measurement {path} is missing or does not match the sha256 in its manifest, so "
                       f"it is computed afresh: restore it with `git checkout`, or regenerate it with `make runs`.",
                       RuntimeWarning, stacklevel=3)
         return None
-    return _read(path)
+    return _read(path, vouched=True)
 
 
 def _to_reference(entry: reference.Entry, numbers: dict) -> Path:
     where = reference.folder()
-    path = _write(where / entry.file, numbers)
+    reference.read_manifest(where)  # a damaged manifest stops here, before anything is written
+    path = _write(reference.inside(where, entry.file), numbers)
     reference.enter(entry.row(path, kind="numbers"), where)
     return path
 

@@ -1,0 +1,52 @@
+"""lmcourse.config and lmcourse.memory: every LMCOURSE_* setting the README promises to check stops the
+command line with status 2 and one sentence; the import itself is never stopped."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmcourse import config
+from lmcourse.course import lessons
+from lmcourse.errors import ConfigError
+
+from .helpers import assert_one_sentence, cli
+
+REPO = Path(__file__).resolve().parents[2]
+BAD_THRESHOLDS = ["abc", "-1", "1.5", "4MB", " 12 12 "]
+
+
+@pytest.mark.parametrize("value", BAD_THRESHOLDS)
+def test_a_bad_mmap_threshold_stops_the_command_line_with_status_2(home, capsys, monkeypatch, value):
+    monkeypatch.setenv("LMCOURSE_MMAP_THRESHOLD", value)
+    code, out, err = cli(capsys, ["data"])
+    assert code == 2 and out == ""
+    assert_one_sentence(err.removeprefix("error: "), r"LMCOURSE_MMAP_THRESHOLD=.* is not a number of bytes >= 0")
+    with pytest.raises(ConfigError):
+        config.check_environment()
+    assert lessons.main(["warm", "1"]) == 2
+
+
+@pytest.mark.parametrize("value", ["abc", "-7"])
+def test_in_a_fresh_process_the_command_line_says_it_once(tmp_path, value):
+    env = dict(os.environ, LMCOURSE_MMAP_THRESHOLD=value, LMCOURSE_CACHE=str(tmp_path), PYTHONPATH=str(REPO))
+    run = subprocess.run([sys.executable, "-m", "lmcourse", "--help"], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    assert_one_sentence(run.stderr.removeprefix("error: "), rf"LMCOURSE_MMAP_THRESHOLD='{value}' is not a number")
+
+
+def test_the_import_falls_back_with_a_note_and_is_not_stopped(tmp_path):
+    env = dict(os.environ, LMCOURSE_MMAP_THRESHOLD="abc", PYTHONPATH=str(REPO))
+    run = subprocess.run([sys.executable, "-c", "import lmcourse; print('imported')"], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "imported"
+    assert run.stderr.count("\n") == 1 and "Using 4194304 for now" in run.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "4194304", ""])
+def test_good_thresholds_pass(monkeypatch, value):
+    monkeypatch.setenv("LMCOURSE_MMAP_THRESHOLD", value)
+    from lmcourse.memory import threshold_setting
+    assert threshold_setting() == (int(value) if value else 4 * 1024 * 1024)
