@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -44,46 +43,17 @@ from ..checksum import read_sealed_json, sealed_json
 from ..config import by_scale
 from ..errors import ConfigError, LMCourseError
 from ..progress import bar
+from .catalog import NOTEBOOKS, PATTERN, REPO, lesson_id, lessons  # noqa: F401 (the lessons, listed)
 from .outputs import MACHINERY, STAMP, problems
 
-REPO = Path(__file__).resolve().parents[2]
-NOTEBOOKS = REPO / "notebooks"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 TIMES_FILE = "lesson-times.json"
-PATTERN = "[0-9][0-9]*_*.ipynb"  # 02_lstm_from_equations.ipynb, 02b_lstm_language_models.ipynb, ...
 
 
 def estimate_s(scale: str) -> float:
     """Seconds for a first run of a lesson at ``scale`` on a 2-core CPU (what the lessons' headers state, rounded
     up): the starting guess of the time estimate until this machine has run the lesson once."""
     return by_scale(ci=45, cpu=420, gpu=7200, scale=scale)
-
-
-def lesson_id(path) -> str:
-    """The lesson's id, the part of its file name before the first underscore: ``02``, ``02b``."""
-    return Path(path).name.split("_", 1)[0]
-
-
-def lessons(names: Sequence[str] = (), folder: Path = NOTEBOOKS) -> list[Path]:
-    """The lesson notebooks named (by number or path), or all of them in order."""
-    every = sorted(Path(folder).glob(PATTERN))
-    if not names:
-        return every
-    chosen = []
-    for name in names:
-        path = Path(name)
-        if path.suffix == ".ipynb":
-            if not path.is_file():
-                raise FileNotFoundError(f"There is no notebook {name}: give a lesson number (1-9) or a path to "
-                                        "an .ipynb file.")
-            chosen.append(path)
-            continue
-        number = re.fullmatch(r"(\d{1,2})([a-z]?)", name.lower())
-        match = [p for p in every if number and lesson_id(p) == f"{int(number[1]):02d}{number[2]}"]
-        if not match:
-            raise ValueError(f"{name!r} is not a lesson: give a number such as 7, 07 or 2b, or a notebook's path.")
-        chosen.append(match[0])
-    return chosen
 
 
 def _times_path() -> Path:

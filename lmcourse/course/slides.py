@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .lessons import NOTEBOOKS, lesson_id, lessons
+from .catalog import NOTEBOOKS, lesson_id, lessons
 
 SLIDE, SUB, FRAGMENT, ON = "slide", "subslide", "fragment", "-"
 SKIP = "skip"

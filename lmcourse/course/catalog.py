@@ -1,0 +1,40 @@
+"""Which lessons there are: the notebooks' folder, a lesson's id, the lessons named on a command line.
+
+The one list every course tool reads (:mod:`.lessons`, :mod:`.slides`, :mod:`.book`), kept below them all.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+PATTERN = "[0-9][0-9]*_*.ipynb"  # 02_lstm_from_equations.ipynb, 02b_lstm_language_models.ipynb, ...
+
+
+def lesson_id(path) -> str:
+    """The lesson's id, the part of its file name before the first underscore: ``02``, ``02b``."""
+    return Path(path).name.split("_", 1)[0]
+
+
+def lessons(names: Sequence[str] = (), folder: Path = NOTEBOOKS) -> list[Path]:
+    """The lesson notebooks named (by number or path), or all of them in order."""
+    every = sorted(Path(folder).glob(PATTERN))
+    if not names:
+        return every
+    chosen = []
+    for name in names:
+        path = Path(name)
+        if path.suffix == ".ipynb":
+            if not path.is_file():
+                raise FileNotFoundError(f"There is no notebook {name}: give a lesson number (1-9) or a path to "
+                                        "an .ipynb file.")
+            chosen.append(path)
+            continue
+        number = re.fullmatch(r"(\d{1,2})([a-z]?)", name.lower())
+        match = [p for p in every if number and lesson_id(p) == f"{int(number[1]):02d}{number[2]}"]
+        if not match:
+            raise ValueError(f"{name!r} is not a lesson: give a number such as 7, 07 or 2b, or a notebook's path.")
+        chosen.append(match[0])
+    return chosen
