@@ -250,9 +250,12 @@ STUCK = """
 import sys, time
 from lmcourse.cli.stop import PromptStop
 with PromptStop("the test's note.", grace_s=float(sys.argv[1])):
-    print("ready", flush=True)
+    ready = False
     while True:  # a main thread that does not stop by itself, as one long step inside torch would not
-        try:
+        try:  # "ready" is printed inside the try, so an interrupt right after it is caught too
+            if not ready:
+                ready = True
+                print("ready", flush=True)
             time.sleep(100)
         except KeyboardInterrupt:
             pass
