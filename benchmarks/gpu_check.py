@@ -183,7 +183,7 @@ def lesson_parts(names: Sequence[str], scale: str, device: str, limit_s: float, 
 def cuda_test_files() -> list:
     """The test files that hold a test marked ``cuda`` (only these are collected: a file needing a package this
     machine lacks cannot fail the check's CUDA tests)."""
-    return [str(f.relative_to(REPO)) for f in sorted((REPO / "tests").glob("test_*.py"))
+    return [str(f.relative_to(REPO)) for f in sorted((REPO / "tests").rglob("test_*.py"))
             if "mark.cuda" in f.read_text(encoding="utf-8")]
 
 

@@ -232,7 +232,7 @@ def test_perplexity_from_a_mean_nll_has_one_overflow_rule():
     assert perplexity_from_nll(math.inf) == math.inf and math.isnan(perplexity_from_nll(math.nan))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_the_gru_trains_stores_and_is_scored_on_cuda(trained, tmp_path):
     model, _, _ = trained
     cuda = copy.deepcopy(model).to("cuda")

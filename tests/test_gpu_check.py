@@ -77,5 +77,5 @@ def test_every_cuda_test_carries_the_marker():
     """A CUDA test skipped by its own ``skipif`` would be left out of ``pytest -m cuda``, so of the GPU check."""
     tests = Path(__file__).resolve().parent
     needle = "skipif(not torch.cuda." + "is_available()"  # split, so this file does not match itself
-    loose = [f.name for f in sorted(tests.glob("test_*.py")) if needle in f.read_text(encoding="utf-8")]
+    loose = [f.name for f in sorted(tests.rglob("test_*.py")) if needle in f.read_text(encoding="utf-8")]
     assert not loose, f"{loose}: mark their CUDA tests @pytest.mark.cuda (tests/conftest.py skips them without a GPU)"
