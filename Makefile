@@ -64,7 +64,7 @@ bench: $(STAMP)
 CHECK_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 
 gpu-check:
-	LMCOURSE_DATA=$${LMCOURSE_DATA:-../shared/data} $(CHECK_PYTHON) benchmarks/gpu_check.py --out $${OUT:-gpu-check}
+	LMCOURSE_DATA=$${LMCOURSE_DATA:-../shared/data} $(CHECK_PYTHON) benchmarks/gpu_check.py --out $${OUT:-gpu-check} $(GPU_CHECK_ARGS)
 
 # The lessons in a real browser: JupyterLab in headless Chromium (the system's; see the README).
 BROWSER_STAMP := $(VENV)/.installed-browser
