@@ -5,7 +5,7 @@ front of each sublayer, "pre-norm", as in Xiong et al. 2020)
 
 .. math::
 
-    x^{(0)}_t = E[x_t] + P_t, \qquad
+    x^{(0)}_t = \sqrt{E}\, E[x_t] + P_t, \qquad
     u_t = x^{(\ell-1)}_t + \mathrm{Attn}_\ell\big(\mathrm{LN}(x^{(\ell-1)})\big)_t, \qquad
     x^{(\ell)}_t = u_t + W_2\,\mathrm{GELU}(W_1\,\mathrm{LN}(u_t) + c_1) + c_2,
 
@@ -14,9 +14,10 @@ front of each sublayer, "pre-norm", as in Xiong et al. 2020)
 with :math:`W` the embedding :math:`E` when tied (Press & Wolf 2017; Inan et al. 2017), and dropout
 on the embeddings and on each sublayer's output before it is added. Each position attends to itself
 and the ``window`` positions before it (:mod:`lmcourse.networks.attention`). Positions are either
-``sinusoidal``, :math:`P_{t,2i} = \sin(t / 10000^{2i/E})`, :math:`P_{t,2i+1} = \cos(t / 10000^{2i/E})`
+``sinusoidal`` (the word vectors scaled by :math:`\sqrt{E}` so that the positions do not drown them),
+:math:`P_{t,2i} = \sin(t / 10000^{2i/E})`, :math:`P_{t,2i+1} = \cos(t / 10000^{2i/E})`
 of the position :math:`t` in the stream (Vaswani et al. 2017, Section 3.5), or ``learned``: no
-:math:`P`, and instead a learned bias per head and distance :math:`b_{t-i}` added to the attention
+:math:`P` and no scaling, and instead a learned bias per head and distance :math:`b_{t-i}` added to the attention
 scores (relative positions, in the spirit of Dai et al. 2019), which a stream of any length can use.
 
 **State.** An LSTM carries (h, c); this model carries what it may still attend to: for each layer the
@@ -199,9 +200,9 @@ class TransformerLM(nn.Module, LanguageModel):
     def embed(self, x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:  # (T, B), (1, B) -> (T, B, E)
         """Word vectors, plus the sinusoidal positions of their places in the stream when the model uses them."""
         e = self.embedding(x)  # (T, B, E)
-        if self.config.positions == "sinusoidal":
+        if self.config.positions == "sinusoidal":  # word vectors scaled by sqrt(E), as in Vaswani et al. 2017, 3.4
             t = position + torch.arange(x.size(0), device=x.device).view(-1, 1)  # (T, B)
-            e = e + sinusoidal_positions(t, self.config.emb_size).to(e.dtype)
+            e = e * math.sqrt(self.config.emb_size) + sinusoidal_positions(t, self.config.emb_size).to(e.dtype)
         return self.drop(e)
 
     def forward(self, x: torch.Tensor, state: Optional[TransformerState] = None) -> TransformerOutput:
