@@ -1,7 +1,7 @@
 """Lesson 09's ladder measured rung by rung over several seeds: the regime in which each idea pays.
 
-Every neural rung trains on the ladder's corpus variant (:func:`lmcourse.course.ladder.ladder_params`)
-with the settings :func:`lmcourse.course.ladder.rung_settings` gives, one torch thread per run and
+Every neural rung trains on the ladder's corpus variant (:func:`lmcourse.course.runs.lesson09.ladder_params`)
+with the settings :func:`lmcourse.course.runs.lesson09.rung_settings` gives, one torch thread per run and
 ``--jobs`` runs at a time. The wrappers (cache, dynamic evaluation, both) are tuned on each seed's own
 validation text. Prints, per rung: validation and test perplexity (mean ± sd over seeds), the change
 from the rung before, and whether it is beyond the two rungs' sd summed; for the AWD rung, the epoch
@@ -29,7 +29,7 @@ def one_seed(args):
     seed, changes, store, wrap = args
     import torch
     torch.set_num_threads(1)
-    from lmcourse.course import ladder
+    from lmcourse.course.runs import lesson09 as ladder
 
     t0 = time.perf_counter()
     out = ladder.run_ladder(seed, changes=changes, progress=False, store=store, wrap=wrap)
@@ -58,7 +58,7 @@ def main(argv=None):
     print("changes:", changes or "none", flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
         results = dict(pool.map(one_seed, [(s, changes, args.store, not args.no_wrappers) for s in args.seeds]))
-    from lmcourse.course import ladder
+    from lmcourse.course.runs import lesson09 as ladder
     rungs = list(results[args.seeds[0]]["ladder"])
     print(f"{'rung':<22} {'valid':>14} {'test':>16} {'change':>8}  beyond spread")
     previous = None

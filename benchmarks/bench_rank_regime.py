@@ -1,8 +1,8 @@
 """Where the softmax bottleneck binds a trained model: the measurements behind lessons 05 and 06.
 
 Everything runs on the CPU with one torch thread, on the lookup-rich variant of the embedded corpus
-(:func:`lmcourse.training.rank_runs.lookup_rich`), with the models and training of
-:mod:`lmcourse.training.rank_runs`. Three parts:
+(:func:`lmcourse.course.rank_runs.lookup_rich`), with the models and training of
+:mod:`lmcourse.course.rank_runs`. Three parts:
 
 1. ``fit``: softmax models of several dimensions d, trained; each one's mean KL to the oracle at the
    lookup positions of the test text, beside the best softmax of dimension d fitted directly to the
@@ -37,7 +37,7 @@ from lmcourse.corpora import embedded  # noqa: E402
 from lmcourse.corpora.data import load_corpus  # noqa: E402
 from lmcourse.corpora.oracle import Oracle  # noqa: E402
 from lmcourse.networks import bottleneck as bn  # noqa: E402
-from lmcourse.training import rank_runs  # noqa: E402
+from lmcourse.course import rank_runs  # noqa: E402
 
 
 def lookup_matrices(oracle, tokens):

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from lmcourse import checksum, config, errors
-from lmcourse.__main__ import main
+from lmcourse.cli.main import main
 from lmcourse.corpora import data, download
 from lmcourse.corpora.download import Remote
 from lmcourse.adapt.dyneval import DynamicEval

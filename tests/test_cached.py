@@ -3,7 +3,7 @@ import torch
 
 from lmcourse import config
 from lmcourse.networks.models import RNNLM, LMConfig
-from lmcourse.training import stored_runs as cached
+from lmcourse.store import stored_runs as cached
 from lmcourse.vocab import Vocab
 
 

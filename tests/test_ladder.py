@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from lmcourse.adapt.cache_tuning import CacheInputs, grid_search
-from lmcourse.course import ladder, lesson_runs
+from lmcourse.course import registry
+from lmcourse.course.runs import lesson09 as ladder
 
 
 @pytest.mark.parametrize("scale", ["ci", "cpu", "gpu"])
@@ -54,11 +55,11 @@ def test_changes_reach_the_corpus_or_the_shared_settings():
 
 def test_the_declared_runs_are_the_lessons_settings():
     for scale in ("ci", "cpu"):
-        declared = lesson_runs.settings("09-ladder", scale)
+        declared = registry.settings("09-ladder", scale)
         shared = ladder.shared_settings(scale)
         assert len(declared) == len(ladder.TRAINED) * len(ladder.SEEDS)
         assert declared[0] == ladder.rung_settings(ladder.TRAINED[0], ladder.SEEDS[0], shared)
-        wrappers = lesson_runs.settings("09-wrappers", scale)
+        wrappers = registry.settings("09-wrappers", scale)
         assert [w["seed"] for w in wrappers] == list(ladder.SEEDS)
         assert all(w["rung"] == "MoS" and "wrappers" in w for w in wrappers)
 
@@ -67,10 +68,10 @@ def test_the_variant_corpus_is_fingerprinted_from_its_params(tmp_path, monkeypat
     monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path))
     corpus = ladder.shared_settings("ci")["corpus"]
     from lmcourse.corpora.grammar import Params
-    from lmcourse.training.stored_runs import corpus_fingerprint
+    from lmcourse.store.stored_runs import corpus_fingerprint
     expected = corpus_fingerprint(ladder.ladder_corpus(Params(**corpus)).vocab)
-    assert lesson_runs._fingerprint(corpus) == expected
-    assert lesson_runs._fingerprint(dict(corpus, n_names=corpus["n_names"] + 1)) != expected
+    assert registry._fingerprint(corpus) == expected
+    assert registry._fingerprint(dict(corpus, n_names=corpus["n_names"] + 1)) != expected
 
 
 def _inputs(T=60, H=4, seed=0):

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from lmcourse.lm import perplexity
-from lmcourse.ngram.model import NGramLM, add_cli, run_cli
+from lmcourse.cli.ngram import add_cli, run_cli
+from lmcourse.ngram.model import NGramLM
 from lmcourse.vocab import Vocab
 
 WORDS = ["the", "cat", "dog", "sat", "ran", "on", "mat", "a", "big", "red", "<unk>"]

@@ -1,5 +1,5 @@
 """Heads of a chosen rank after a wide network, mixtures with linear latent contexts, and the runs of
-lessons 05 and 06 where the head's rank binds (lmcourse.training.rank_runs)."""
+lessons 05 and 06 where the head's rank binds (lmcourse.course.rank_runs)."""
 import pytest
 import torch
 
@@ -7,7 +7,7 @@ from lmcourse.corpora.grammar import Params
 from lmcourse.networks import bottleneck as bn
 from lmcourse.networks.models import RNNLM, LMConfig
 from lmcourse.networks.mos import MixtureOfSoftmaxes
-from lmcourse.training import rank_runs
+from lmcourse.course import rank_runs
 
 V = 40
 
@@ -145,8 +145,8 @@ def test_weighted_fit_equals_the_fit_of_repeated_rows():
 
 def test_a_run_can_be_kept_out_of_the_reference_folder(monkeypatch, tmp_path):
     from lmcourse import config
-    from lmcourse.training import reference_runs as reference
-    from lmcourse.training import stored_runs
+    from lmcourse.store import reference_runs as reference
+    from lmcourse.store import stored_runs
     from lmcourse.vocab import Vocab
 
     vocab = Vocab(["<eos>", "a", "b"])

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from lmcourse import config
-from lmcourse.course import lesson_runs
+from lmcourse.course import registry
 from lmcourse.networks.models import RNNLM, LMConfig
-from lmcourse.training import reference_runs as reference
-from lmcourse.training import stored_runs
+from lmcourse.store import reference_runs as reference
+from lmcourse.store import stored_runs
 from lmcourse.vocab import Vocab
 
 VOCAB = Vocab(["<eos>", "a", "b", "c"])
@@ -143,10 +143,10 @@ def test_a_lettered_lessons_runs_are_its_own(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def registry(monkeypatch):
-    monkeypatch.setattr(lesson_runs, "REGISTRY", {})
-    lesson_runs.declare("06-demo")(lambda scale: [{"d": 6, "seed": s} for s in range(2)])
-    return lesson_runs.REGISTRY
+def demo(monkeypatch):
+    monkeypatch.setattr(registry, "REGISTRY", {})
+    registry.declare("06-demo", lambda scale: [{"d": 6, "seed": s} for s in range(2)])
+    return registry.REGISTRY
 
 
 def _entry(settings, corpus="fp", name="06-demo", scale="cpu"):
@@ -154,35 +154,35 @@ def _entry(settings, corpus="fp", name="06-demo", scale="cpu"):
             "dataset": "embedded", "corpus": corpus}
 
 
-def test_the_check_names_a_run_whose_settings_or_corpus_moved(registry, tmp_path):
+def test_the_check_names_a_run_whose_settings_or_corpus_moved(demo, tmp_path):
     fp = {"embedded": "fp"}
-    assert lesson_runs.problems([_entry({"d": 6, "seed": 1})], fp, where=tmp_path) == []
-    moved = lesson_runs.problems([_entry({"d": 8, "seed": 1})], fp, where=tmp_path)
+    assert registry.problems([_entry({"d": 6, "seed": 1})], fp, where=tmp_path) == []
+    moved = registry.problems([_entry({"d": 8, "seed": 1})], fp, where=tmp_path)
     assert len(moved) == 1 and "settings lesson 06 no longer uses" in moved[0] and "make runs LESSONS=06" in moved[0]
-    corpus = lesson_runs.problems([_entry({"d": 6, "seed": 0}, corpus="old")], fp, where=tmp_path)
+    corpus = registry.problems([_entry({"d": 6, "seed": 0}, corpus="old")], fp, where=tmp_path)
     assert len(corpus) == 1 and "another version of the embedded corpus" in corpus[0]
-    unknown = lesson_runs.problems([_entry({}, name="07-nobody")], fp, where=tmp_path)
+    unknown = registry.problems([_entry({}, name="07-nobody")], fp, where=tmp_path)
     assert len(unknown) == 1 and "no lesson declares" in unknown[0]
 
 
-def test_the_check_enforces_the_size_budget(registry, tmp_path):
+def test_the_check_enforces_the_size_budget(demo, tmp_path):
     (tmp_path / "big.pt").write_bytes(b"\0" * 2000)
-    over = lesson_runs.problems([], {}, budget=1000, where=tmp_path)
+    over = registry.problems([], {}, budget=1000, where=tmp_path)
     assert len(over) == 1 and "over the course's budget" in over[0]
-    assert lesson_runs.problems([], {}, budget=10_000, where=tmp_path) == []
+    assert registry.problems([], {}, budget=10_000, where=tmp_path) == []
 
 
-def test_a_run_name_is_declared_once(registry):
+def test_a_run_name_is_declared_once(demo):
     with pytest.raises(ValueError, match="declared twice"):
-        lesson_runs.declare("06-demo")(lambda scale: [])
+        registry.declare("06-demo", lambda scale: [])
     with pytest.raises(KeyError, match="No lesson declares"):
-        lesson_runs.settings("99-none", "cpu")
-    assert lesson_runs.settings("06-demo", "cpu")[1] == {"d": 6, "seed": 1}
+        registry.settings("99-none", "cpu")
+    assert registry.settings("06-demo", "cpu")[1] == {"d": 6, "seed": 1}
 
 
 def test_the_committed_reference_runs_are_still_the_lessons():
     """The real folder: every committed run is declared, trained with today's settings and corpus, in budget."""
-    found = lesson_runs.problems()
+    found = registry.problems()
     assert not found, "\n".join(found)
     manifest = json.loads((reference.folder() / reference.MANIFEST).read_text())
     listed = {r["file"] for r in manifest["runs"]}
@@ -198,12 +198,12 @@ def test_make_runs_picks_the_lessons_that_store_runs(tmp_path):
     assert [p.name for p in chosen] == ["02_b.ipynb"]
 
 
-def test_a_run_on_another_corpus_is_checked_on_that_corpus(registry, monkeypatch, tmp_path):
-    monkeypatch.setattr(lesson_runs, "LEVELS", {})
-    lesson_runs.declare("02b-chars", level="char")(lambda scale: [{"corpus": "plays", "d": 1}])
+def test_a_run_on_another_corpus_is_checked_on_that_corpus(demo, monkeypatch, tmp_path):
+    monkeypatch.setattr(registry, "LEVELS", {})
+    registry.declare("02b-chars", lambda scale: [{"corpus": "plays", "d": 1}], level="char")
     fp = {("plays", "char"): "abc", "embedded": "zzz"}
     entry = {"file": "02b-chars-x.pt", "lesson": "02b", "name": "02b-chars", "settings": {"corpus": "plays", "d": 1},
              "scale": "cpu", "dataset": "embedded", "corpus": "abc"}
-    assert lesson_runs.problems([entry], fp, where=tmp_path) == []
-    moved = lesson_runs.problems([dict(entry, corpus="zzz")], fp, where=tmp_path)
+    assert registry.problems([entry], fp, where=tmp_path) == []
+    moved = registry.problems([dict(entry, corpus="zzz")], fp, where=tmp_path)
     assert len(moved) == 1 and "another version of the plays corpus" in moved[0]

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmcourse import reproduce
-from lmcourse.__main__ import main
+from lmcourse.adapt import evaluate as evaluation
+from lmcourse.cli import reproduce
+from lmcourse.cli.main import main
 from lmcourse.adapt.cache import NeuralCache
 from lmcourse.corpora.data import load_corpus
 from lmcourse.lm import perplexity
@@ -219,7 +220,7 @@ def test_evaluate_scores_the_best_weights_alone_and_with_wrappers(corpus, tmp_pa
     tuned = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert tuned["wrappers"] == ["dyneval", "cache"] and tuned["preset"] is None
     assert tuned["cache"]["source"] == tuned["dyneval"]["source"] == "tuned on valid"
-    assert tuned["cache"]["theta"] in reproduce.CACHE_THETAS and tuned["cache"]["lam"] in reproduce.CACHE_LAMS
+    assert tuned["cache"]["theta"] in evaluation.CACHE_THETAS and tuned["cache"]["lam"] in evaluation.CACHE_LAMS
     assert tuned["valid_ppl"] < tuned["base_valid_ppl"]
 
 

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from lmcourse import config
-from lmcourse.training import reference_runs as reference
-from lmcourse.training import stored_numbers
+from lmcourse.store import reference_runs as reference
+from lmcourse.store import stored_numbers
 from lmcourse.vocab import Vocab
 
 VOCAB = Vocab(["<eos>", "a", "b"])
@@ -84,9 +84,10 @@ def test_bad_names_and_results_are_refused(monkeypatch, tmp_path):
 def test_lesson_08_declares_each_pass_once_at_every_scale():
     import json
 
-    from lmcourse.course import dyneval_runs, lesson_runs
+    from lmcourse.course import registry
+    from lmcourse.course.runs import lesson08 as dyneval_runs
     for scale in ("ci", "cpu", "gpu"):
-        declared = lesson_runs.settings(dyneval_runs.NAME, scale)
+        declared = registry.settings(dyneval_runs.NAME, scale)
         keys = [json.dumps(s, sort_keys=True) for s in declared]
         assert len(set(keys)) == len(keys)
         roles = {s["role"] for s in declared}

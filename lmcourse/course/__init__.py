@@ -2,7 +2,11 @@
 
 - :mod:`.cmp`: the verdict of an on-screen derivation against the package;
 - :mod:`.results`: the results table that every lesson adds its rows to;
-- :mod:`.exercises`: the exercises' checks.
+- :mod:`.exercises`: the exercises' checks;
+- :mod:`.runs`: the runs each lesson stores, one module per lesson; :mod:`.registry` gathers them and
+  checks the committed reference runs against them; :mod:`.rank_runs`: lessons 05 and 06's rank-bound runs;
+- :mod:`.lessons`: the lessons executed headless (``make warm``, ``make lessons``, ``make runs``);
+  :mod:`.book`: the static site.
 """
 from .cmp import cmp
 

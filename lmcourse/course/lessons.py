@@ -8,7 +8,7 @@ Two uses, both from the command line (and from the Makefile)::
 
 ``warm`` executes every lesson at the scale (default ``$LMCOURSE_SCALE``, else ``cpu``) and throws the
 outputs away: a lesson trains each of its long runs the first time and stores it (see
-:mod:`lmcourse.training.stored_runs`), so after ``warm`` a Run All loads them instead of training.
+:mod:`lmcourse.store.stored_runs`), so after ``warm`` a Run All loads them instead of training.
 One progress bar runs over all the lessons, its total in estimated seconds (each lesson's measured
 time on this machine when known, else :data:`ESTIMATE_S`), so its time estimate is honest from
 the start. ``store`` executes the lessons and saves them with their outputs: the kernel name a
@@ -16,7 +16,7 @@ fresh JupyterLab writes, each progress bar in its final state, and a stamp in th
 (:data:`lmcourse.course.outputs.STAMP`) that says which scale and which execution path made them.
 
 ``runs`` regenerates the reference runs committed in ``reference_runs/`` (see
-:mod:`lmcourse.training.reference_runs`): it executes, at ``cpu`` scale, each lesson that stores runs,
+:mod:`lmcourse.store.reference_runs`): it executes, at ``cpu`` scale, each lesson that stores runs,
 training every run afresh with ``LMCOURSE_STORE_REFERENCE=1`` so that each finished run is written
 there in half precision; a lesson's entries that the new execution did not make are removed.
 
@@ -177,7 +177,7 @@ def with_runs(paths: Sequence[Path]) -> list[Path]:
 
 def regenerate_runs(paths: Sequence[Path]) -> dict:
     """Retrain the reference runs of these lessons at ``cpu`` into ``reference_runs/``; ``{lesson: seconds}``."""
-    from ..training import reference_runs as reference
+    from ..store import reference_runs as reference
 
     env = dict(os.environ, LMCOURSE_STORE_REFERENCE="1", LMCOURSE_RETRAIN="1")
 

@@ -32,10 +32,8 @@ Usage::
 """
 from __future__ import annotations
 
-import json
 import math
 import numbers
-import time
 
 import numpy as np
 import torch
@@ -198,14 +196,14 @@ def _add_continuations(P: np.ndarray, tab: nc.OrderTable, h: np.ndarray, W: int)
 def _check_args(vocab, order, smoothing, k, mode) -> None:
     if not isinstance(vocab, Vocab):
         raise TypeError(f"vocab must be a lmcourse Vocab, got {type(vocab).__name__}: pass corpus.vocab.")
-    _check_settings(order, smoothing, k, mode)
+    check_settings(order, smoothing, k, mode)
     try:
         vocab.eos
     except KeyError:
         raise ValueError("The vocabulary has no '<eos>' (or newline) to end lines with: add one.") from None
 
 
-def _check_settings(order, smoothing, k, mode) -> None:
+def check_settings(order, smoothing, k, mode) -> None:
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or not 1 <= order <= MAX_ORDER:
         raise ValueError(f"order={order!r} is not a valid n-gram order: use a whole number from 1 to {MAX_ORDER} "
                          "(1 to 5 is usual).")
@@ -215,39 +213,3 @@ def _check_settings(order, smoothing, k, mode) -> None:
         raise ValueError(f"k={k!r} must be a finite number > 0 for add-k smoothing (k=1 is Laplace).")
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} is unknown: use 'sentence' or 'stream'.")
-
-
-# ------------------------------------------------------------------------------- command line
-
-
-def add_cli(subparsers) -> None:
-    """Add the ``ngram`` subcommand: build on train, score valid and test."""
-    p = subparsers.add_parser("ngram", help="build an n-gram model on train and score valid and test")
-    p.add_argument("--data", default=None, help="corpus name or folder (default: $LMCOURSE_DATASET, else embedded)")
-    p.add_argument("--order", type=int, default=5, help="n-gram order (default 5)")
-    p.add_argument("--mode", choices=MODES, default="sentence", help="sentence (<s> per line) or stream")
-    p.add_argument("--smoothing", choices=SMOOTHINGS, default="mkn", help="default: modified Kneser-Ney")
-    p.add_argument("--k", type=float, default=1.0, help="the k of add-k smoothing (default 1)")
-    p.add_argument("--min-count", type=int, default=1, help="read words seen fewer times in train as <unk> "
-                                                            "(default 1)")
-    p.set_defaults(run=run_cli)
-
-
-def run_cli(args) -> dict:
-    """Build, score, print one human line and then a JSON line; returns the JSON's dict."""
-    from ..config import dataset
-    from ..corpora.data import load_corpus
-
-    _check_settings(args.order, args.smoothing, args.k, args.mode)  # before the corpus is read
-    corpus = load_corpus(dataset() if args.data is None else args.data, min_count=getattr(args, "min_count", 1))
-    t0 = time.perf_counter()
-    lm = NGramLM(corpus.vocab, args.order, args.smoothing, args.k, args.mode).fit(corpus.train)
-    valid_ppl, test_ppl = perplexity(lm, corpus.valid), perplexity(lm, corpus.test)
-    seconds = time.perf_counter() - t0
-    result = {"data": corpus.name, "order": args.order, "mode": args.mode, "smoothing": args.smoothing,
-              "k": args.k if args.smoothing == "addk" else None, "valid_ppl": valid_ppl, "test_ppl": test_ppl,
-              "seconds": round(seconds, 3), "ngrams": lm.num_ngrams}
-    print(f"{lm.name} on {corpus.name}: valid ppl {valid_ppl:.2f}, test ppl {test_ppl:.2f} "
-          f"(build + score {seconds:.2f} s)")
-    print(json.dumps(result))
-    return result

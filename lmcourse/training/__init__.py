@@ -3,9 +3,7 @@
 - :mod:`.trainer`: ``Trainer``, the loop; :mod:`.trainconfig`: ``TrainConfig`` and the run's history;
 - :mod:`.callbacks`: the trainer's hooks, its progress bar and its live perplexity plot;
 - :mod:`.optim`: SGD, Adam and NT-ASGD; :mod:`.distributed`: several processes with torchrun;
-- :mod:`.checkpoint`, :mod:`.rundir`: saving and resuming a run; :mod:`.presets`: the papers' settings;
-- :mod:`.stored_runs`: the lessons' trained runs, stored and loaded by their settings and corpus;
-- :mod:`.reference_runs`: those committed with the course in ``reference_runs/``, half precision, sha256-checked.
+- :mod:`.checkpoint`, :mod:`.rundir`: saving and resuming a run; :mod:`.presets`: the papers' settings.
 """
 from .trainconfig import TrainConfig
 from .trainer import Trainer

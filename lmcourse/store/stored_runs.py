@@ -14,7 +14,7 @@ mistaken for a result). At the ``ci`` scale nothing is cached, so the tests alwa
 training code. ``retrain=True`` or ``LMCOURSE_RETRAIN=1`` ignores the stored run.
 
 Reference runs are looked for first: the runs committed with the course in ``reference_runs/``
-(:mod:`lmcourse.training.reference_runs`), in half precision, each checked against the sha256 its
+(:mod:`lmcourse.store.reference_runs`), in half precision, each checked against the sha256 its
 manifest records. So a fresh clone loads a lesson's central runs in seconds. ``make runs`` retrains
 them with ``LMCOURSE_STORE_REFERENCE=1``, which makes every finished run land there too.
 """
@@ -33,7 +33,7 @@ from .. import config
 from ..corpora.embedded import FORMAT as EMBEDDED_FORMAT
 from ..errors import CheckpointError
 from . import reference_runs as reference
-from .checkpoint import load_checkpoint, save_checkpoint
+from ..training.checkpoint import load_checkpoint, save_checkpoint
 
 __all__ = ["CachedRun", "train_or_load", "run_path", "run_key", "corpus_fingerprint"]
 

@@ -30,16 +30,16 @@ from typing import Optional
 
 import torch
 
-from ..adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
-from ..adapt.dyneval import DynamicEval, gradient_stats
-from ..config import seed_everything
-from ..corpora.grammar import Params
-from ..networks.models import LMConfig, RNNLM
-from ..training.callbacks import LivePlot
-from ..training.stored_runs import CachedRun, train_or_load
-from ..training.trainer import Trainer, TrainConfig
+from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
+from ...adapt.dyneval import DynamicEval, gradient_stats
+from ...config import seed_everything
+from ...corpora.grammar import Params
+from ...networks.models import LMConfig, RNNLM
+from ...training.callbacks import LivePlot
+from ...store.stored_runs import CachedRun, train_or_load
+from ...training.trainer import Trainer, TrainConfig
 
-__all__ = ["SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
+__all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
            "rung_settings", "wrapper_settings", "train_rung", "wrappers", "run_ladder"]
 
 SEEDS = (0, 1, 2)
@@ -75,8 +75,8 @@ def ladder_params(scale: str, **changes) -> Params:
 
 def ladder_corpus(params: Params):
     """The ladder's corpus for ``params`` (generated into the cache folder on first use, in seconds)."""
-    from ..corpora import embedded
-    from ..corpora.data import load_corpus
+    from ...corpora import embedded
+    from ...corpora.data import load_corpus
 
     return load_corpus(embedded.ensure(params=params))
 
@@ -229,9 +229,9 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
                store: bool = False, wrap: bool = True) -> dict:
     """Every rung for one seed (the benchmark's path; the lesson trains rung by rung on screen);
     ``wrap=False`` skips the test-time rungs."""
-    from ..corpora.oracle import Oracle
-    from ..lm import perplexity
-    from ..ngram.model import NGramLM
+    from ...corpora.oracle import Oracle
+    from ...lm import perplexity
+    from ...ngram.model import NGramLM
 
     shared = shared_settings(scale, **(changes or {}))
     params = Params(**shared["corpus"])
@@ -251,3 +251,19 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
     wrapped = wrappers(model, corpus, progress=progress) if wrap else {"ppl": {}, "notes": {}}
     ladder.update(wrapped["ppl"])
     return {"ladder": ladder, "notes": wrapped["notes"], "switch": switch, "floor": floor}
+
+
+def _trained_rungs(scale: str) -> list:
+    """The trained rungs: five rungs times three seeds, each on the ladder's own variant of the embedded
+    corpus (its ``Params`` fields in the settings' ``corpus``)."""
+    shared = shared_settings(scale)
+    return [rung_settings(rung, seed, shared) for rung in TRAINED for seed in SEEDS]
+
+
+def _wrapper_runs(scale: str) -> list:
+    """The test-time rungs (cache, dynamic evaluation, both) over each seed's MoS rung, stored as numbers."""
+    shared = shared_settings(scale)
+    return [wrapper_settings(seed, shared) for seed in SEEDS]
+
+
+RUNS = {"09-ladder": _trained_rungs, "09-wrappers": _wrapper_runs}

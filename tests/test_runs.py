@@ -2,30 +2,31 @@
 import pytest
 
 from lmcourse import config
-from lmcourse.course import dyneval_runs, lesson_runs
-from lmcourse.course import lesson_runs_0304 as declared
-from lmcourse.training import reference_runs as reference
-from lmcourse.training import stored_numbers
+from lmcourse.course import registry
+from lmcourse.course.runs import lesson03, lesson04, word_lstm
+from lmcourse.course.runs import lesson08 as dyneval_runs
+from lmcourse.store import reference_runs as reference
+from lmcourse.store import stored_numbers
 
 
 @pytest.mark.parametrize("scale", config.SCALES)
 def test_the_declarations_are_built_from_the_lessons_knobs(scale):
-    k3, k4 = declared.knobs("03", scale), declared.knobs("04", scale)
-    dropout = declared.dropout_runs(k3)
-    assert lesson_runs.settings("03-dropout", scale) == list(dropout.values())
+    k3, k4 = lesson03.knobs(scale), lesson04.knobs(scale)
+    dropout = lesson03.dropout_runs(k3)
+    assert registry.settings("03-dropout", scale) == list(dropout.values())
     assert len(dropout) == 6 * len(k3["SEEDS"])
     assert all(s["eval_tokens"] == (k3["EVAL_TOKENS"] if name == k3["TABLE_VARIANT"] else None)
                for (name, _), s in dropout.items())
-    tying = declared.tying_runs(k4)
-    whole, measured = lesson_runs.settings("04-tying", scale), lesson_runs.settings("04-tying-measured", scale)
+    tying = lesson04.tying_runs(k4)
+    whole, measured = registry.settings("04-tying", scale), registry.settings("04-tying-measured", scale)
     assert whole == [tying[tie, k4["SEEDS"][0]] for tie in (False, True)]
     assert measured == [tying[tie, s] for s in k4["SEEDS"][1:] for tie in (False, True)]
 
 
 def test_a_changed_knob_gives_other_settings():
-    k = declared.knobs("03", "cpu")
-    before = declared.dropout_runs(k)
-    after = declared.dropout_runs(dict(k, EPOCHS=k["EPOCHS"] + 1))
+    k = lesson03.knobs("cpu")
+    before = lesson03.dropout_runs(k)
+    after = lesson03.dropout_runs(dict(k, EPOCHS=k["EPOCHS"] + 1))
     assert before.keys() == after.keys() and all(before[key] != after[key] for key in before)
 
 
@@ -34,8 +35,8 @@ def test_lesson_08_uses_the_declared_word_lstm(scale):
     """Lesson 08's stored passes carry the word LSTM's name and settings in their keys: the same as 02b's."""
     model = dict(dyneval_runs.MODELS[scale])
     name = model.pop("name")
-    assert (name, model) == declared.word_lstm(scale)
-    assert lesson_runs.settings(name, scale) == [model]
+    assert (name, model) == word_lstm.word_lstm(scale)
+    assert registry.settings(name, scale) == [model]
 
 
 def test_the_word_lstm_belongs_to_lesson_02b(monkeypatch, tmp_path):

@@ -16,7 +16,7 @@ training long before its rank. These runs are set up so that the rank binds:
 - **the training** (:func:`train_config`): Adam, three epochs, the last at a quarter of the rate,
   clipped gradients.
 
-:func:`train` trains one such model through :func:`~lmcourse.training.stored_runs.train_or_load`
+:func:`train` trains one such model through :func:`~lmcourse.store.stored_runs.train_or_load`
 (stored in the user's cache after the first run, never among the committed reference runs: each
 trains in seconds), on one CPU thread: these models are small, and one thread is as fast
 as two on an idle 2-core machine and much faster on a busy one.
@@ -32,9 +32,9 @@ import torch
 from ..config import seed_everything
 from ..corpora.grammar import Params
 from ..networks.models import LMConfig, RNNLM
-from .callbacks import LivePlot
-from .stored_runs import CachedRun, train_or_load
-from .trainer import Trainer, TrainConfig
+from ..training.callbacks import LivePlot
+from ..store.stored_runs import CachedRun, train_or_load
+from ..training.trainer import Trainer, TrainConfig
 
 __all__ = ["LOOKUP_RICH", "lookup_rich", "model_config", "train_config", "run_settings", "train"]
 

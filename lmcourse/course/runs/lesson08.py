@@ -2,7 +2,7 @@ r"""Lesson 08's dynamic-evaluation passes, declared per scale, computed once and
 
 Dynamic evaluation costs a backward pass and an update of every weight per segment of 5 tokens,
 so lesson 08's tuning grids and whole-split passes take far longer than a lesson's run. Each pass
-is one stored measurement (:func:`lmcourse.training.stored_numbers.compute_or_load`) named
+is one stored measurement (:func:`lmcourse.store.stored_numbers.compute_or_load`) named
 ``08-dyneval`` and keyed by its settings dict, which carries a ``role``:
 
 - ``grid``: one rule (``sgd`` or ``rms``) at one :math:`(\eta, \lambda)` on the first ``tune``
@@ -24,10 +24,9 @@ from typing import Optional
 
 import torch
 
-from ..adapt.cache_tuning import cache_scores, collect
-from ..adapt.dyneval import DynamicEval, gradient_stats
-from ..training.stored_numbers import compute_or_load
-from .lesson_runs import declare
+from ...adapt.cache_tuning import cache_scores, collect
+from ...adapt.dyneval import DynamicEval, gradient_stats
+from ...store.stored_numbers import compute_or_load
 
 NAME = "08-dyneval"
 METHODS = ("sgd", "rms")
@@ -96,7 +95,6 @@ def reset_settings(scale: str) -> dict:
     return dict(_base(scale), role="reset", tokens=p["reset_tokens"], grids=_grids(scale))
 
 
-@declare(NAME)
 def declared(scale: str) -> list:
     """Every pass lesson 08 stores at ``scale``."""
     p = plan(scale)
@@ -104,6 +102,9 @@ def declared(scale: str) -> list:
     out += [split_settings(scale, m, "test") for m in METHODS]
     out += [segment_settings(scale, n) for n in p["segments"]] + [reset_settings(scale)]
     return out
+
+
+RUNS = {NAME: declared}
 
 
 class Passes:

@@ -5,7 +5,7 @@ A lesson whose central *measurement* (not a training) is longer than its time bu
     out = compute_or_load("08-dyneval", settings, compute, vocab)   # a dict of tensors and numbers
 
 ``compute()`` returns a dict of tensors, floats, ints, strings and lists. The key is the one of
-:mod:`lmcourse.training.stored_runs`: the name, the settings, the dataset, the scale and the
+:mod:`lmcourse.store.stored_runs`: the name, the settings, the dataset, the scale and the
 corpus fingerprint, so a changed knob or corpus computes afresh. The order: the committed copy in
 ``reference_runs/`` (entered in its manifest with ``"kind": "numbers"`` and checked by its sha256),
 then the user's cache (``<cache>/numbers/<name>-<key>.pt``), then ``compute()``. At the ``ci``
@@ -27,7 +27,7 @@ import torch
 
 from .. import config
 from . import reference_runs as reference
-from .checkpoint import atomic_write
+from ..training.checkpoint import atomic_write
 from .stored_runs import corpus_fingerprint, run_key
 
 __all__ = ["compute_or_load", "numbers_path"]

@@ -39,23 +39,20 @@ from typing import Optional
 
 import torch
 
-from .checksum import digest
-from .config import dataset as default_dataset
-from .config import device, seed_everything
-from .config import scale as default_scale
-from .errors import LMCourseError, sentence
-from .training import distributed, presets
-from .training.callbacks import Callback, ProgressBar
-from .training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes, claim_on_every_rank
+from ..checksum import digest
+from ..config import dataset as default_dataset
+from ..config import device, seed_everything
+from ..config import scale as default_scale
+from ..errors import LMCourseError, sentence
+from ..training import distributed, presets
+from ..adapt.evaluate import evaluate_model
+from ..training.callbacks import Callback, ProgressBar
+from ..training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes, claim_on_every_rank
 
-__all__ = ["add_cli", "run_train", "run_evaluate", "evaluate_model", "default_out", "read_meta", "META",
-           "CACHE_THETAS", "CACHE_LAMS", "TUNE_TOKENS"]
+__all__ = ["add_cli", "run_train", "run_evaluate", "default_out", "read_meta", "META"]
 
 META = "preset.json"
 FORMAT = 1
-CACHE_THETAS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)  # the cache's grid on validation text
-CACHE_LAMS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)
-TUNE_TOKENS = 30_000  # dynamic evaluation's grid reads the first 30k validation tokens (its --gridfast)
 DONE = ("completed", "non-monotone")
 
 
@@ -151,7 +148,7 @@ def read_meta(folder) -> Optional[dict]:
 
 def _splits(data: str, settings: dict):
     """The corpus and its three streams, cut to the recipe's ``*_tokens`` (None: whole)."""
-    from .corpora.data import load_corpus
+    from ..corpora.data import load_corpus
 
     corpus = load_corpus(data)
     cut = lambda tokens, n: tokens if n is None else tokens[:n]  # noqa: E731
@@ -160,7 +157,7 @@ def _splits(data: str, settings: dict):
 
 
 def _ppl(model, tokens) -> float:
-    from .lm import perplexity
+    from ..lm import perplexity
 
     return round(perplexity(model, tokens), 3)
 
@@ -185,8 +182,8 @@ class EpochLog(Callback):
 
 def _model(preset, settings: dict, vocab, source: Optional[Path]):
     """A fresh model for the recipe, or the best weights of ``source`` for a finetuning preset."""
-    from .networks.models import RNNLM
-    from .training.checkpoint import load_checkpoint
+    from ..networks.models import RNNLM
+    from ..training.checkpoint import load_checkpoint
 
     config = presets.model_config(settings, len(vocab))
     if preset.finetune_of is None:
@@ -311,7 +308,7 @@ def _train(args, meta: dict, t0: float) -> Optional[dict]:
               f"parameters, {len(train):,} training tokens, {config.epochs} epochs -> {out}", flush=True)
     elif main:
         print(f"{preset.name}: resuming {out}" + (", which already finished" if finished else ""), flush=True)
-    from .training.trainer import Trainer
+    from ..training.trainer import Trainer
 
     log = EpochLog(bar_shown=bar)
     trainer = Trainer(model, train, valid, config, callbacks=[ProgressBar(enabled=bar), log], vocab=corpus.vocab)
@@ -320,7 +317,7 @@ def _train(args, meta: dict, t0: float) -> Optional[dict]:
     if not main:
         return None
     if finished:
-        from .training.checkpoint import load_checkpoint
+        from ..training.checkpoint import load_checkpoint
 
         model, _ = load_checkpoint(out / "best.pt", vocab=corpus.vocab)
     result = {"preset": preset.name, "scale": meta["scale"], "data": corpus.name, "out": str(out),
@@ -350,7 +347,7 @@ def _finished(out: Path, epochs: int) -> bool:
 
 def _history_of(out: Path):
     """The run's ``history.json`` (an empty History when there is none yet); one sentence when it was edited."""
-    from .training.trainconfig import History
+    from ..training.trainconfig import History
 
     path = out / HISTORY
     if not path.is_file():
@@ -382,69 +379,6 @@ def _raise_if_stopped(reason: Optional[str], out: Path) -> None:
 
 # ------------------------------------------------------------------------------- evaluate
 
-def _dyneval_settings(evaluation: dict, stats) -> tuple[dict, str]:
-    """The papers' dynamic-evaluation settings (converted from their old scaling), else the code's defaults."""
-    from .adapt.dyneval import DEFAULTS, PAPER_SETTINGS, from_old_hyperparameters
-
-    paper = evaluation.get("dyneval")
-    if paper:
-        settings = from_old_hyperparameters(**PAPER_SETTINGS[paper["paper"]], n_segments=stats.n_segments,
-                                            n_tensors=len(stats))
-        return settings, paper["source"]
-    return dict(DEFAULTS), "dynamic-evaluation code defaults"
-
-
-def evaluate_model(model, train, valid, test, cache: bool = False, dyneval: bool = False, tune: bool = False,
-                   evaluation: Optional[dict] = None, progress: Optional[bool] = None) -> dict:
-    r"""Valid and test perplexity of ``model`` alone and with the chosen wrappers; returns a dict.
-
-    Dynamic evaluation (``rms``, segments of 5; Krause et al. 2018) needs the RMS gradients of the
-    training text ``train``; the cache (linear interpolation, Grave et al. 2017) wraps the model, or
-    the dynamically evaluated model when both are asked for. Settings: ``tune`` searches the
-    validation text (dynamic evaluation: the reference code's grid on its first :data:`TUNE_TOKENS`
-    tokens; the cache: :data:`CACHE_THETAS` x :data:`CACHE_LAMS`), else ``evaluation`` (a preset's
-    paper settings), else the packages' defaults. Test text is never used to choose anything.
-    """
-    from .adapt.cache import NeuralCache
-    from .adapt.cache_tuning import collect
-    from .adapt.cache_tuning import grid_search as cache_grid
-    from .adapt.dyneval import DynamicEval, gradient_stats, paper_grid
-    from .adapt.dyneval import grid_search as dyneval_grid
-
-    evaluation = evaluation or {}
-    out = {"base_valid_ppl": _ppl(model, valid), "base_test_ppl": _ppl(model, test)}
-    scorer = model
-    if dyneval:
-        columns = max(1, min(100, len(train) // 50))  # the reference code's 100 streams, fewer on tiny text
-        stats = gradient_stats(model, train, batch_size=columns, bptt=5, progress=progress)
-        if tune:
-            lrs, decays = paper_grid(5)
-            best = dyneval_grid(model, valid[:TUNE_TOKENS], lrs, decays, stats=stats, bptt=5, progress=progress).best
-            settings, source = dict(lr=best["lr"], decay=best["decay"], eps=_dyneval_settings({}, stats)[0]["eps"]), \
-                "tuned on valid"
-        else:
-            settings, source = _dyneval_settings(evaluation, stats)
-        scorer = DynamicEval(model, "rms", bptt=5, stats=stats, **settings)
-        out["dyneval"] = {**{k: float(f"{v:.6g}") for k, v in settings.items()}, "bptt": 5, "source": source}
-    if cache:
-        paper = evaluation.get("cache") or {}
-        window = paper.get("window", 2000)
-        if tune:
-            theta, lam, _ = cache_grid(collect(scorer, valid, progress), CACHE_THETAS, CACHE_LAMS, window=window,
-                                       progress=progress).best
-            source = "tuned on valid"
-        else:
-            theta, lam = paper.get("theta", 1.0), paper.get("lam", 0.1)
-            source = paper.get("source", "the neural cache's defaults")
-        scorer = NeuralCache(scorer, theta=theta, lam=lam, window=window)
-        out["cache"] = {"theta": theta, "lam": lam, "window": window, "source": source}
-    if scorer is model:
-        out["valid_ppl"], out["test_ppl"] = out["base_valid_ppl"], out["base_test_ppl"]
-    else:
-        out["valid_ppl"], out["test_ppl"] = _ppl(scorer, valid), _ppl(scorer, test)
-    return out
-
-
 def _check_run_model(folder: Path, path: Path, stored: dict) -> None:
     """One sentence when the checkpoint ``path`` holds another model than the run in ``folder`` trained."""
     run = RunDir(folder)
@@ -460,8 +394,8 @@ def _check_run_model(folder: Path, path: Path, stored: dict) -> None:
 
 def run_evaluate(args) -> dict:
     """The ``evaluate`` command; returns the JSON's dict."""
-    from .errors import MissingFileError
-    from .training.checkpoint import load_checkpoint
+    from ..errors import MissingFileError
+    from ..training.checkpoint import load_checkpoint
 
     t0 = time.perf_counter()
     if args.tune_on and not (args.cache or args.dyneval):

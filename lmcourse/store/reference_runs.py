@@ -9,7 +9,7 @@ one entry per run::
      "epochs": 6, "bytes": 812345, "sha256": "...", "saved_at": 1790000000.0}
 
 :func:`load` gives a run back only when its key (settings, scale, dataset and corpus fingerprint,
-hashed by :mod:`lmcourse.training.stored_runs`) matches and the file's sha256 equals the manifest's;
+hashed by :mod:`lmcourse.store.stored_runs`) matches and the file's sha256 equals the manifest's;
 a damaged file is reported in one sentence and skipped, so the lesson trains instead of crashing.
 :func:`store` is called for every finished run while ``LMCOURSE_STORE_REFERENCE=1`` (what ``make runs``
 sets). The whole folder stays under :data:`BUDGET_BYTES`.
@@ -28,7 +28,7 @@ from typing import Optional
 from .. import config
 from ..corpora.download import sha256_of as sha256
 from ..errors import CheckpointError
-from .checkpoint import atomic_write, load_checkpoint, save_checkpoint
+from ..training.checkpoint import atomic_write, load_checkpoint, save_checkpoint
 
 FOLDER_ENV = "LMCOURSE_REFERENCE_RUNS"
 STORE_ENV = "LMCOURSE_STORE_REFERENCE"
