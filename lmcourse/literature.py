@@ -113,6 +113,16 @@ _add("awd-code", "Salesforce Research", 2017, "awd-lstm-lm: the AWD-LSTM code (R
      "GitHub", "https://github.com/salesforce/awd-lstm-lm", "awd-lstm-lm code")
 _add("mos-code", "Yang, Dai", 2018, "mos: the mixture-of-softmaxes code (README, model.py)", "GitHub",
      "https://github.com/zihangdai/mos", "mos code")
+_add("vaswani2017", "Vaswani, Shazeer, Parmar, Uszkoreit, Jones, Gomez, Kaiser, Polosukhin", 2017,
+     "Attention is all you need", "NeurIPS 2017", "https://arxiv.org/abs/1706.03762", "Vaswani et al. 2017")
+_add("xiong2020", "Xiong, Yang, He, Zheng, Zheng, Xing, Zhang, Lan, Wang, Liu", 2020,
+     "On layer normalization in the Transformer architecture", "ICML 2020", "https://arxiv.org/abs/2002.04745",
+     "Xiong et al. 2020")
+_add("dai2019", "Dai, Yang, Yang, Carbonell, Le, Salakhutdinov", 2019,
+     "Transformer-XL: attentive language models beyond a fixed-length context", "ACL 2019",
+     "https://arxiv.org/abs/1901.02860", "Dai et al. 2019")
+_add("melis2020", "Melis, Kocisky, Blunsom", 2020, "Mogrifier LSTM", "ICLR 2020", "https://arxiv.org/abs/1909.01792",
+     "Melis et al. 2020")
 _add("dyneval-code", "Krause", 2018, "dynamic-evaluation: the code (README, dynamiceval.py)", "GitHub",
      "https://github.com/benkrause/dynamic-evaluation", "dynamic-evaluation code")
 
@@ -180,6 +190,9 @@ PUBLISHED: list[Published] = [
     Published("ptb", "AWD-LSTM + MoS, before finetuning", 58.08, 55.97, "yang2018", "Table 1", "22M"),
     Published("ptb", "AWD-LSTM + MoS", 56.54, 54.44, "yang2018", "Table 1", "22M"),
     Published("ptb", "AWD-LSTM + MoS + dynamic evaluation", 48.33, 47.69, "yang2018", "Table 1", "22M"),
+    Published("ptb", "Transformer-XL", None, 54.52, "dai2019", "Table 5", "24M"),
+    Published("ptb", "Mogrifier LSTM", None, 50.1, "melis2020", "Table 1", "24M"),
+    Published("ptb", "Mogrifier LSTM + dynamic evaluation", None, 44.8, "melis2020", "Table 1", "24M"),
     # WikiText-2, word level, 33,278 vocabulary
     Published("wikitext-2", "LSTM", None, 99.3, "grave2017", "Table 2"),
     Published("wikitext-2", "LSTM + neural cache, 100 states", None, 81.6, "grave2017", "Table 2"),

@@ -1,6 +1,6 @@
 r"""Lesson 10's Transformer on lesson 09's ladder: the same corpus variant, batch, window and epochs.
 
-The rung it is set beside is the ladder's "AWD recipe" (:mod:`lmcourse.course.ladder`): one LSTM layer
+The rung it is set beside is the ladder's "AWD recipe" (:mod:`lmcourse.course.runs.lesson09`): one LSTM layer
 of 64 units, E = 64 tied, a head of d = 16. The Transformer (:mod:`lmcourse.networks.transformer`) is
 sized to the same number of parameters: the same tied embedding and head (``head_size`` d), and one
 pre-norm block of width E = 64 with 4 heads and a feed-forward layer of 128 units, which together
@@ -23,14 +23,14 @@ from typing import Optional
 
 import torch
 
-from ..config import seed_everything
-from ..networks.transformer import TransformerConfig, TransformerLM
-from ..training.callbacks import LivePlot
-from ..training.stored_runs import CachedRun, train_or_load
-from ..training.trainer import Trainer, TrainConfig
-from . import ladder
+from ...config import seed_everything
+from ...networks.transformer import TransformerConfig, TransformerLM
+from ...store.stored_runs import CachedRun, train_or_load
+from ...training.callbacks import LivePlot
+from ...training.trainer import Trainer, TrainConfig
+from . import lesson09 as ladder
 
-__all__ = ["BUDGETS", "SEEDS", "TRANSFORMER", "transformer_settings", "model_config", "train_transformer",
+__all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "transformer_settings", "model_config", "train_transformer",
            "epochs_for_time"]
 
 SEEDS = ladder.SEEDS
@@ -43,6 +43,8 @@ TRANSFORMER = {
     "gpu": dict(layers=2, heads=4, ffn=256, lr=1e-3, warmup=200, lr_decay=2.0, positions="learned"),
 }
 EPOCHS_EQUAL_TIME = {"ci": 1, "cpu": 24, "gpu": 40}
+# What the Transformer takes of the ladder's shared settings (the rest are the LSTM's: its width, rate, experts).
+SHARED_FIELDS = ("corpus", "emb", "d", "epochs", "batch", "bptt", "clip", "dropout_scale")
 
 
 def transformer_settings(budget: str, seed: int, shared: dict, scale: str) -> dict:
@@ -52,6 +54,7 @@ def transformer_settings(budget: str, seed: int, shared: dict, scale: str) -> di
     block = dict(TRANSFORMER[scale])
     epochs = shared["epochs"] if budget == "equal parameters" else EPOCHS_EQUAL_TIME[scale]
     dropout = round(ladder.AWD_PTB_DROPOUTS["dropout"] * shared["dropout_scale"], 6)
+    shared = {k: v for k, v in shared.items() if k in SHARED_FIELDS}
     return dict(shared, rung=f"Transformer, {budget}", budget=budget, seed=seed, epochs=epochs, block=block,
                 model=dict(tie=True, dropout=dropout), train=dict(optimizer="adam"))
 
@@ -96,3 +99,23 @@ def epochs_for_time(target_seconds: float, seconds_per_epoch: float) -> int:
     if not (math.isfinite(seconds_per_epoch) and seconds_per_epoch > 0):
         raise ValueError(f"seconds_per_epoch must be a positive number, got {seconds_per_epoch!r}.")
     return max(1, int(target_seconds // seconds_per_epoch))
+
+
+def wrapper_settings(seed: int, shared: dict, scale: str) -> dict:
+    """What decides the wrappers' numbers over one seed's Transformer at equal parameters: its settings and the
+    ladder's grids (the cache and dynamic evaluation are tuned exactly as lesson 09 tunes them over MoS)."""
+    return dict(transformer_settings("equal parameters", seed, shared, scale),
+                wrappers=dict(cache=ladder.CACHE_GRID, dyneval=ladder.DYN_GRID))
+
+
+def _trained(scale: str) -> list:
+    shared = ladder.shared_settings(scale)
+    return [transformer_settings(budget, seed, shared, scale) for budget in BUDGETS for seed in SEEDS]
+
+
+def _wrapped(scale: str) -> list:
+    shared = ladder.shared_settings(scale)
+    return [wrapper_settings(seed, shared, scale) for seed in SEEDS]
+
+
+RUNS = {"10-transformer": _trained, "10-wrappers": _wrapped}
