@@ -1,4 +1,4 @@
-r"""One interface for every language model, and the measures that take any of them.
+r"""One interface for every language model, the contract a neural one adds, and the measures that take any of them.
 
 A language model here answers one question about a token stream ``x_0 ... x_{N-1}``:
 
@@ -19,10 +19,55 @@ Two ways in:
 
 The n-gram models, the oracle, the recurrent LM and its cache and dynamic-evaluation wrappers
 all implement these. Perplexity and bits per character are defined once, below.
+
+The neural-model contract
+-------------------------
+A *neural* language model is a ``torch.nn.Module`` that is also a :class:`LanguageModel` and can
+be trained (:class:`~lmcourse.training.trainer.Trainer`), stored
+(:func:`~lmcourse.training.checkpoint.save_checkpoint`), wrapped by a neural cache
+(:class:`~lmcourse.adapt.cache.NeuralCache`) and adapted by dynamic evaluation
+(:class:`~lmcourse.adapt.dyneval.DynamicEval`). Those four ask :func:`check_neural`, never for a
+class. The model provides:
+
+- ``kind`` (a class attribute, a short name such as ``"rnnlm"``), registered with
+  ``register_model(kind, build)``, where ``build(settings: dict) -> model`` makes a fresh model
+  from ``config.as_dict()``. A checkpoint stores ``kind`` and the settings and rebuilds through
+  this registry (a checkpoint without ``kind`` holds an ``"rnnlm"``).
+- ``config``: its settings, with ``vocab_size`` and ``as_dict()`` (plain, JSON-serialisable data).
+- ``vocab`` (a :class:`~lmcourse.vocab.Vocab` or None), ``eos`` (the id of ``<eos>``), ``device``.
+- ``forward(x, state)``: ``x`` (T, B) token ids, ``state`` from ``init_state``, a previous
+  forward or None (fresh); returns an object with ``.logits`` (T, B, V) (log-probabilities when
+  ``returns_log_probs`` is True), ``.h`` (T, B, E), the vector a neural cache stores for each
+  position, and ``.state``, the state after reading ``x``. Optional ``.outputs`` and
+  ``.raw_outputs`` (lists of (T, B, H)) are what AR and TAR read; without them the model trains
+  only with ``alpha = beta = 0``.
+- ``init_state(batch_size)``: the state before anything is read; ``detach_state(state)``: the same
+  state with the autograd graph behind it cut (truncated BPTT). A state is any nesting of
+  tuples and lists of tensors whose batch dimension is dim 1 (an LSTM's (h, c) per layer; a
+  Transformer's last keys and values).
+- ``returns_log_probs``: True when ``.logits`` already are log-probabilities (a mixture of softmaxes).
+- the :class:`LanguageModel` calls and ``stream(tokens, bptt) -> iterator of (logits (t, V), h (t, E))``,
+  covering the stream in order after the implicit leading ``<eos>``, state carried across chunks.
+
+:class:`lmcourse.networks.base.NeuralLM` implements ``device``, ``eos``, ``stream``, ``score``, the
+step calls (with ``step_outputs``, what the cache reads at a step), ``reorder`` and
+``num_parameters`` from ``forward`` and ``init_state``. How to add a model:
+
+1. subclass ``NeuralLM`` in a module of its own under ``lmcourse/networks/``, with a ``config``
+   dataclass holding ``vocab_size`` and ``as_dict()``, and a class attribute ``kind``;
+2. write ``forward(x, state)`` returning ``.logits``, ``.h`` and ``.state``, ``init_state`` and
+   ``detach_state`` (override ``reorder`` if the state's batch dimension is not dim 1);
+3. call ``register_model(kind, lambda settings: YourLM(YourConfig(**settings)))`` at the module's
+   end and import the module in ``lmcourse/networks/__init__.py``;
+4. check it with ``check_neural(model, purpose)`` for each purpose, as ``tests/test_contract.py``
+   does for a GRU: it then trains, checkpoints, resumes and is scored under the cache and
+   dynamic evaluation with no change outside its module.
 """
 from __future__ import annotations
 
 import math
+import sys
+from typing import Callable
 
 import torch
 
@@ -100,12 +145,93 @@ def mean_nll(model: LanguageModel, tokens) -> float:
     return float(-logp.double().mean())
 
 
+MAX_LOG = math.log(sys.float_info.max)  # about 709.78: exp of more is past the largest float
+
+
+def perplexity_from_nll(nll: float) -> float:
+    r"""Perplexity from a mean negative log-likelihood in nats, :math:`e^{\mathrm{nll}}`; ``inf`` past the
+    largest float (``nll`` above about 709.78) and for an infinite ``nll``; NaN stays NaN."""
+    nll = float(nll)
+    return math.exp(nll) if nll < MAX_LOG else (math.inf if nll >= MAX_LOG else math.nan)
+
+
 def perplexity(model: LanguageModel, tokens) -> float:
     r"""Perplexity :math:`\exp(-\frac{1}{N}\sum_t \log p(x_t \mid x_{<t}))`; ``inf`` past the largest float."""
-    nll = mean_nll(model, tokens)
-    return math.exp(nll) if nll < 709.0 else math.inf
+    return perplexity_from_nll(mean_nll(model, tokens))
 
 
 def bits_per_char(model: LanguageModel, tokens) -> float:
     r"""Bits per character :math:`-\frac{1}{N}\sum_t \log_2 p(x_t \mid x_{<t})` for a character model."""
     return mean_nll(model, tokens) / math.log(2)
+
+
+# ------------------------------------------------------------------ the neural-model contract
+
+MODELS: dict[str, Callable[[dict], object]] = {}  # kind -> build(settings) -> a fresh model
+
+
+def register_model(kind: str, build: Callable[[dict], object]) -> None:
+    """Make checkpoints of ``kind`` rebuild through ``build(settings) -> model`` (see the module docstring)."""
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"A model kind is a non-empty string such as 'rnnlm', got {kind!r}.")
+    if not callable(build):
+        raise TypeError(f"register_model({kind!r}, build) needs a callable build(settings) -> model, "
+                        f"got {type(build).__name__}.")
+    MODELS[kind] = build
+
+
+def model_builder(kind: str) -> Callable[[dict], object]:
+    """The ``build`` registered for ``kind``; one ValueError sentence naming the known kinds if none."""
+    if kind not in MODELS:
+        known = ", ".join(sorted(MODELS)) or "none"
+        raise ValueError(f"No model of kind {kind!r} is registered (known: {known}): import the module that "
+                         "defines it, which calls lmcourse.lm.register_model.")
+    return MODELS[kind]
+
+
+# What each purpose reads of a model: attribute -> what it is, for the one sentence of check_neural.
+_CORE = {"config": "config (settings with vocab_size and as_dict())", "forward": "forward(x, state)",
+         "init_state": "init_state(batch_size)", "detach_state": "detach_state(state)"}
+NEEDS = {
+    "train": {**_CORE, "returns_log_probs": "returns_log_probs", "vocab": "vocab"},
+    "checkpoint": {"kind": "kind (a registered model kind)", **_CORE, "vocab": "vocab"},
+    "cache": {"vocab": "vocab", "stream": "stream(tokens) yielding (logits, h) chunks"},
+    "dyneval": {**_CORE, "vocab": "vocab", "eos": "eos", "stream": "stream(tokens)"},
+}
+WHO = {"train": "Trainer trains a neural language model", "checkpoint": "A checkpoint stores a neural language model",
+       "cache": "NeuralCache wraps a model with a stream(tokens) method yielding (logits, h) chunks and a vocab",
+       "dyneval": "DynamicEval adapts a neural language model"}
+MODULE_PURPOSES = ("train", "checkpoint", "dyneval")  # those that need a torch.nn.Module
+
+
+def _missing(model, purpose: str) -> list:
+    missing = []
+    for name, what in NEEDS[purpose].items():
+        try:
+            present = hasattr(model, name)
+        except Exception:  # a property that cannot answer yet (eos without a vocab) is there
+            present = True
+        if not present:
+            missing.append(what)
+    config = getattr(model, "config", None)
+    if "config" in NEEDS[purpose] and config is not None and not (
+            hasattr(config, "vocab_size") and callable(getattr(config, "as_dict", None))):
+        missing.append(_CORE["config"])
+    return missing
+
+
+def check_neural(model, purpose: str) -> None:
+    """Raise one TypeError sentence naming what ``model`` lacks of the contract for ``purpose``
+    (``"train"``, ``"checkpoint"``, ``"cache"`` or ``"dyneval"``); return None when it has it all."""
+    if purpose not in NEEDS:
+        raise ValueError(f"check_neural(purpose={purpose!r}) is unknown: use one of {', '.join(NEEDS)}.")
+    name = type(model).__name__
+    how = "wrap a neural LM or a DynamicEval" if purpose == "cache" else "subclass lmcourse.networks.base.NeuralLM"
+    if purpose in MODULE_PURPOSES and not isinstance(model, torch.nn.Module):
+        raise TypeError(f"{WHO[purpose]} (a torch.nn.Module keeping the contract of lmcourse.lm), got {name}: {how}.")
+    missing = _missing(model, purpose)
+    if purpose == "checkpoint" and not missing and getattr(model, "kind", None) not in MODELS:
+        missing.append(f"a registered kind ({getattr(model, 'kind', None)!r} is not; call lmcourse.lm.register_model)")
+    if missing:
+        raise TypeError(f"{WHO[purpose]}, but {name} lacks {', '.join(missing)}: see the contract in lmcourse.lm, "
+                        f"or {how}.")

@@ -262,7 +262,7 @@ def test_attention_weights(data):
     (lambda d: global_cache(d[0], d[1], d[2] + V, 1.0, 0.0, 5), "outside 0..11"),
     (lambda d: global_cache(d[0], d[1], d[2], 1.0, math.nan, 5), "alpha must be a finite number"),
     (lambda d: NeuralCache(Recorded(d[0], d[1]), mode="softmax"), "mode='softmax' is unknown"),
-    (lambda d: NeuralCache(object()), "NeuralCache wraps a model with a stream"),
+    (lambda d: NeuralCache(object()), "NeuralCache wraps a model with a stream(tokens) method"),
 ])
 def test_bad_settings_get_one_sentence(data, call, message):
     with pytest.raises((ValueError, TypeError)) as err:

@@ -358,7 +358,7 @@ def test_bad_stats_and_models(model):
     wrong = {n: torch.ones(3) for n, _ in model.named_parameters()}
     with pytest.raises(ValueError, match="has shape"):
         DynamicEval(model, "rms", stats=wrong)
-    with pytest.raises(TypeError, match="recurrent LM"):
+    with pytest.raises(TypeError, match="DynamicEval adapts a neural language model"):
         DynamicEval(torch.nn.Linear(2, 2))
     with pytest.raises(ValueError, match="outside the vocabulary"):
         DynamicEval(model, "sgd", lr=0.1).score(torch.tensor([V + 3]))

@@ -174,7 +174,7 @@ def test_an_interrupted_run_resumes_bit_for_bit(name, corpus, tmp_path, capsys, 
         m.setattr(live.ProgressBar, "on_batch_end", interrupt_at(epoch=3, batch=1))
         assert main(["train", "--quiet", "--scale", "ci", *args, "--out", str(tmp_path / "broken")]) == 130
     with monkeypatch.context() as m:
-        m.setattr("lmcourse.training.trainer.restore_rng", lambda state: None)
+        m.setattr("lmcourse.training.resume.restore_rng", lambda state: None)
         train(capsys, *args, "--out", str(tmp_path / "broken"), "--resume")
     assert not _same(a, _state(tmp_path / "broken"))
 

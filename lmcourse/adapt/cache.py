@@ -38,8 +38,8 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from ..lm import LanguageModel, check_tokens
-from ..networks.models import inference, log_softmax
+from ..lm import LanguageModel, check_neural, check_tokens
+from ..networks.base import log_softmax
 
 MODES = ("linear", "global")
 CHUNK = 128  # queries scored together: memory CHUNK x (CHUNK + window), small enough to stay in cache
@@ -257,7 +257,7 @@ class NeuralCache(LanguageModel):
     r"""A trained model with a neural cache on top (Grave et al. 2017); a :class:`LanguageModel`.
 
     ``model`` is anything with ``vocab`` and ``stream(tokens)`` yielding ``(logits (t, V), h (t, H))``
-    chunks in order (:meth:`lmcourse.networks.models.RNNLM.stream`, or dynamic evaluation's): the keys are
+    chunks in order (:meth:`lmcourse.networks.base.NeuralLM.stream`, or dynamic evaluation's): the keys are
     its ``h``, the last layer's output, and the history runs across chunks of any length.
     ``mode="linear"`` mixes with ``lam``; ``mode="global"`` adds the cache to the softmax with
     ``alpha``. ``lam = 0`` gives exactly the model's own scores. ``pointer_compat=True`` scores the
@@ -266,16 +266,13 @@ class NeuralCache(LanguageModel):
     code's PTB settings) and 2,000 positions (Grave et al. 2017, Table 2).
 
     The step interface (sampling, beam search) needs :math:`h_t` and, for ``global``, the raw
-    logits at each step: from ``model.step_outputs(state) -> (logits (B, V), h (B, H))`` when the
-    model has that method, else from an :class:`~lmcourse.networks.models.RNNLM` state (its last layer's
-    hidden state is :math:`h_t`, and its head turns it into logits).
+    logits at each step: ``model.step_outputs(state) -> (logits (B, V), h (B, H))``, which every
+    :class:`~lmcourse.networks.base.NeuralLM` and :class:`~lmcourse.adapt.dyneval.DynamicEval` has.
     """
 
     def __init__(self, model, theta: float = 1.0, lam: float = 0.1, window: int = 2000, mode: str = "linear",
                  alpha: float = 0.0, pointer_compat: bool = False, chunk: int = CHUNK):
-        if not callable(getattr(model, "stream", None)):
-            raise TypeError(f"NeuralCache wraps a model with a stream(tokens) method yielding (logits, h) "
-                            f"chunks, such as an RNNLM; got {type(model).__name__}.")
+        check_neural(model, "cache")
         if getattr(model, "vocab", None) is None:
             raise ValueError("The wrapped model has no vocabulary: set model.vocab = corpus.vocab first.")
         self.model, self.vocab = model, model.vocab
@@ -327,18 +324,11 @@ class NeuralCache(LanguageModel):
     def _step_outputs(self, inner) -> tuple[torch.Tensor, torch.Tensor]:
         """(log-probabilities for linear, raw logits for global) (B, V) and h_t (B, H) at a step."""
         step_outputs = getattr(self.model, "step_outputs", None)
-        if callable(step_outputs):
-            z, h = step_outputs(inner)
-            return (log_softmax(z) if self.mode == "linear" else z), h
-        hidden = getattr(inner, "hidden", None)
-        if hidden is None:
+        if not callable(step_outputs):
             raise TypeError(f"NeuralCache's step interface needs h_t at each step: give "
                             f"{type(self.model).__name__} a step_outputs(state) -> (logits, h) method.")
-        h = hidden[-1][0][-1]  # (B, H): the last layer's output at the last step read
-        if self.mode == "linear":
-            return self.model.next_log_probs(inner), h
-        with inference(self.model):
-            return self.model.head(h.unsqueeze(0))[0], h
+        z, h = step_outputs(inner)
+        return (log_softmax(z) if self.mode == "linear" else z), h
 
     def _mix_step(self, z: torch.Tensor, h: torch.Tensor, keys, values, t: int) -> torch.Tensor:  # (B, V)
         z = z.to(torch.promote_types(z.dtype, torch.float32))

@@ -17,14 +17,13 @@ All three give the numbers :class:`lmcourse.adapt.cache.NeuralCache` gives on th
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import torch
 
-from ..lm import check_tokens
-from ..networks.models import log_softmax
+from ..lm import check_tokens, perplexity_from_nll
+from ..networks.base import log_softmax
 from ..progress import progress_enabled
 from .cache import (
     CacheMemory,
@@ -64,8 +63,7 @@ class CacheInputs:
 
     def ppl(self) -> float:
         """The model's own perplexity on the stream."""
-        nll = -float(self.log_p.double().mean())
-        return math.exp(nll) if nll < 709.0 else math.inf  # a diverged stream: infinite, not an error
+        return perplexity_from_nll(-float(self.log_p.double().mean()))  # a diverged stream: inf, not an error
 
 
 def _bar(total: int, desc: str, progress: Optional[bool]):
@@ -173,7 +171,7 @@ def grid_search(inputs: CacheInputs, thetas: Sequence[float], lams: Optional[Seq
                          "compute them with cache_sums(inputs, thetas, window).")
     nll = torch.stack([-_mixed(inputs, l_all[i:i + 1], l_match[i:i + 1], weights, mode, window,
                                pointer_compat)[0].double().mean(-1) for i in range(len(thetas))])  # (n_theta, n_w)
-    return CacheGrid(mode, window, thetas, weights, nll.exp().cpu(), inputs.ppl())
+    return CacheGrid(mode, window, thetas, weights, nll.exp().cpu(), inputs.ppl())  # float64: inf past MAX_LOG too
 
 
 def window_sweep(inputs: CacheInputs, windows: Sequence[int], theta: float, lam: Optional[float] = None,
@@ -183,5 +181,5 @@ def window_sweep(inputs: CacheInputs, windows: Sequence[int], theta: float, lam:
     out = []
     for w in windows:
         l_all, l_match = cache_sums(inputs, [theta], check_window(w), progress, desc=f"window {w}")
-        out.append(math.exp(-float(_mixed(inputs, l_all, l_match, weights, mode, w, False).double().mean())))
+        out.append(perplexity_from_nll(-float(_mixed(inputs, l_all, l_match, weights, mode, w, False).double().mean())))
     return out

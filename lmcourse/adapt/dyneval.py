@@ -1,7 +1,7 @@
 r"""Dynamic evaluation: a trained model keeps learning from the text it is scoring.
 
 The evaluation stream is cut into segments :math:`s_1, s_2, \dots` of ``bptt`` tokens, read in
-order with the LSTM state carried across them (Krause et al. 2018, Section 3). For each segment:
+order with the model's state carried across them (Krause et al. 2018, Section 3). For each segment:
 
 1. the model, with its *current* weights :math:`\theta`, predicts every token of :math:`s_i`;
    these log-probabilities are recorded first, so every number is a genuine prediction;
@@ -41,8 +41,8 @@ import torch.nn as nn
 from torch.func import functional_call
 
 from ..corpora.data import batchify, bptt_batches
-from ..lm import LanguageModel, check_tokens, mean_nll
-from ..networks.models import log_softmax
+from ..lm import LanguageModel, check_neural, check_tokens, mean_nll, perplexity_from_nll
+from ..networks.base import log_softmax
 from ..progress import bar, progress_enabled
 
 __all__ = ["METHODS", "DEFAULTS", "PAPER_SETTINGS", "GradientStats", "gradient_stats", "adaptation_copy",
@@ -88,9 +88,7 @@ def _positive_int(value, name: str) -> int:
 
 
 def _check_model(model) -> None:
-    if not (isinstance(model, nn.Module) and hasattr(model, "init_state") and hasattr(model, "config")):
-        raise TypeError(f"Dynamic evaluation adapts a recurrent LM (lmcourse.networks.models.RNNLM), got "
-                        f"{type(model).__name__}: wrap the trained RNNLM itself.")
+    check_neural(model, "dyneval")
 
 
 # ----------------------------------------------------------------- the adapting copy
@@ -98,8 +96,10 @@ def _check_model(model) -> None:
 def adaptation_copy(model: nn.Module) -> nn.Module:
     """A private copy of ``model`` that can be differentiated with every dropout off, on CPU and cuDNN.
 
-    Evaluation mode everywhere except the ``nn.LSTM`` (``nn.RNNBase``) layers, which get training
-    mode and dropout 0 (see the module docstring for why that leaves the numbers unchanged).
+    Evaluation mode everywhere except torch's recurrent layers (``nn.RNNBase``: LSTM, GRU, RNN),
+    which get training mode and dropout 0 (see the module docstring for why that leaves the numbers
+    unchanged). Any submodule with ``flatten_parameters`` gets its copied weights made one cuDNN
+    block again (a no-op on the CPU).
     """
     vocab = getattr(model, "vocab", None)
     net = copy.deepcopy(model, memo={} if vocab is None else {id(vocab): vocab})
@@ -108,7 +108,8 @@ def adaptation_copy(model: nn.Module) -> nn.Module:
         if isinstance(module, nn.RNNBase):
             module.dropout = 0.0
             module.train()
-            module.flatten_parameters()  # the copied weights as one cuDNN block again (no-op on the CPU)
+        if callable(getattr(module, "flatten_parameters", None)):
+            module.flatten_parameters()
     for p in net.parameters():
         p.requires_grad_(True)
     return net
@@ -232,9 +233,9 @@ class _RowState(NamedTuple):
     """One row of the step interface: its own weights and the segment it is reading."""
 
     theta: tuple  # this row's weights, never written in place
-    start: list  # [(h, c)] before the segment's first input, each (1, 1, H_l)
+    start: object  # the model's state before the segment's first input (batch 1)
     inputs: tuple  # token ids read in the current segment
-    hidden: list  # [(h, c)] after reading them
+    hidden: object  # its state after reading them
 
 
 class DynamicState(NamedTuple):
@@ -247,7 +248,7 @@ class DynamicState(NamedTuple):
 # ----------------------------------------------------------------------- the wrapper
 
 class DynamicEval(LanguageModel):
-    r"""A trained recurrent LM under dynamic evaluation (see the module docstring); a LanguageModel.
+    r"""A trained neural LM under dynamic evaluation (see the module docstring); a LanguageModel.
 
     ``method``: ``"rms"`` (needs ``stats`` from :func:`gradient_stats`) or ``"sgd"``. ``lr`` is
     :math:`\eta`, ``decay`` is :math:`\lambda \in [0, 1)`, ``eps`` is :math:`\epsilon` (``rms`` only),
@@ -367,7 +368,7 @@ class DynamicEval(LanguageModel):
         r"""Yield ``(logits (t, V), h (t, E_last))`` per segment, computed *before* that segment's update.
 
         The stream reads as if preceded by ``<eos>``; the state and the adapted weights are carried
-        from segment to segment. The same protocol as :meth:`lmcourse.networks.models.RNNLM.stream`, so a
+        from segment to segment. The same protocol as :meth:`lmcourse.networks.base.NeuralLM.stream`, so a
         neural cache can wrap this model (its keys are then the adapting model's states).
         """
         for logits, h, _, _ in self._segments(tokens):
@@ -513,7 +514,7 @@ def grid_search(model: nn.Module, tokens, lrs: Sequence[float], decays: Sequence
         with warnings.catch_warnings():  # a diverged setting is marked below, by its infinite perplexity
             warnings.simplefilter("ignore", RuntimeWarning)
             nll = mean_nll(run, tokens)
-        ppl.view(-1)[k] = math.exp(nll) if nll < 700 else math.inf  # a diverged setting: infinite perplexity
+        ppl.view(-1)[k] = perplexity_from_nll(nll)  # a diverged setting: infinite perplexity
         if bar is not None:
             bar.update(1)
             bar.set_postfix(lr=f"{run.lr:.3g}", decay=f"{run.decay:.3g}", ppl=f"{float(ppl.view(-1)[k]):.2f}")

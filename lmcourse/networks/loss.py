@@ -19,16 +19,19 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..corpora.data import bptt_batches
-from .models import inference
+from .base import inference
 
 __all__ = ["returns_log_probs", "token_nll", "evaluate"]
 
 
 def returns_log_probs(model: nn.Module) -> bool:
-    """True when ``model``'s head (or ``model`` itself, or a wrapped ``.module``) returns log-probabilities."""
+    """True when ``model`` (or a wrapped ``.module``) says its forward returns log-probabilities: its own
+    ``returns_log_probs`` (the contract of :mod:`lmcourse.lm`), else its head's."""
     model = getattr(model, "module", model)  # DistributedDataParallel keeps the model in .module
-    head = getattr(model, "head", model)
-    return bool(getattr(head, "returns_log_probs", False))
+    own = getattr(model, "returns_log_probs", None)
+    if isinstance(own, bool):
+        return own
+    return bool(getattr(getattr(model, "head", model), "returns_log_probs", False))
 
 
 def token_nll(scores: torch.Tensor, targets: torch.Tensor, log_probs: bool, reduction: str = "mean") -> torch.Tensor:

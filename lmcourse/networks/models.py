@@ -26,16 +26,15 @@ from __future__ import annotations
 import importlib
 import math
 import os
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterator, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from ..lm import LanguageModel, check_tokens
+from ..lm import register_model
 from . import dropout as _dropout
+from .base import NeuralLM, NeuralState, inference, log_softmax  # noqa: F401 (the last two: re-exported)
 from .lstm import LSTM as EquationsLSTM
 
 CELLS = ("fast", "equations")
@@ -142,11 +141,7 @@ class LMOutput(NamedTuple):
     outputs: list  # per-layer outputs after dropout, each (T, B, H_l)
 
 
-class RNNState(NamedTuple):
-    """The step-interface state: the LSTM state per layer and the next-token log-probabilities."""
-
-    hidden: list  # [(h, c)] per layer, each (1, B, H_l)
-    log_probs: torch.Tensor  # (B, V)
+RNNState = NeuralState  # the step state of every neural LM (lmcourse.networks.base)
 
 
 # ------------------------------------------------------------------------------------- heads
@@ -235,23 +230,6 @@ def make_lstm(input_size: int, hidden_size: int, cell: str, wdrop: float) -> nn.
     return _dropout.WeightDrop(rnn, wdrop) if wdrop > 0 else rnn
 
 
-def log_softmax(logits: torch.Tensor) -> torch.Tensor:  # (..., V) -> (..., V)
-    r""":math:`z_v - \log\sum_u e^{z_u}`, computed in at least float32 precision."""
-    return F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
-
-
-@contextmanager
-def inference(model: nn.Module):
-    """Evaluation mode without gradients; the module's previous train/eval mode comes back on exit."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield model
-    finally:
-        model.train(was_training)
-
-
 # ----------------------------------------------------------------------------------- the model
 
 def count_parameters(config: LMConfig) -> int:
@@ -282,12 +260,15 @@ def _too_big(config: LMConfig, have: Optional[int]) -> str:
             f"{where}: lower hidden_size, emb_size or num_layers.")
 
 
-class RNNLM(nn.Module, LanguageModel):
-    """The LSTM language model of the course (see the module docstring for the equations).
+class RNNLM(NeuralLM):
+    """The LSTM language model of the course (see the module docstring for the equations); a
+    :class:`~lmcourse.networks.base.NeuralLM` of kind ``"rnnlm"``.
 
     A configuration whose weights alone exceed the memory of the device they would be made on is
     refused with one sentence before anything is allocated.
     """
+
+    kind = "rnnlm"
 
     def __init__(self, config: LMConfig):
         super().__init__()
@@ -355,6 +336,11 @@ class RNNLM(nn.Module, LanguageModel):
         """Cut the graph behind the state (truncated backpropagation through time)."""
         return [(h.detach(), c.detach()) for h, c in state]
 
+    @property
+    def returns_log_probs(self) -> bool:
+        """True when the head returns log-probabilities (the mixture of softmaxes), not logits."""
+        return bool(getattr(self.head, "returns_log_probs", False))
+
     def num_parameters(self) -> int:
         r"""Trainable numbers, tied weights counted once.
 
@@ -363,71 +349,5 @@ class RNNLM(nn.Module, LanguageModel):
         """
         return sum(p.numel() for p in self.parameters())
 
-    # ------------------------------------------------------------ the LanguageModel interface
 
-    @property
-    def device(self) -> torch.device:
-        return self.embedding.weight.device
-
-    @property
-    def eos(self) -> int:
-        """The id of ``<eos>`` in ``self.vocab``; every scored stream reads as if preceded by it."""
-        if self.vocab is None:
-            raise ValueError("This model has no vocabulary: "
-                             "set model.vocab = corpus.vocab so it knows the id of <eos>.")
-        return self.vocab.eos
-
-    def stream(self, tokens, bptt: int = 2000) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        r"""Read a stream as :meth:`score` does and yield, chunk by chunk, ``(logits, h)``.
-
-        ``logits`` (t, V) score :math:`x_s` given :math:`x_{<s}` for the chunk's ``t`` positions (for a
-        mixture-of-softmaxes head they are already log-probabilities); ``h`` (t, E_last) is the last
-        layer's output that produced them, the vector a neural cache stores. The chunks cover the
-        stream in order; the state is carried across them. This is the protocol the cache and
-        dynamic evaluation build on: anything that yields it can be wrapped by them.
-        """
-        tokens = check_tokens(tokens, self.config.vocab_size)
-        if isinstance(bptt, bool) or not isinstance(bptt, int) or bptt < 1:
-            raise ValueError(f"bptt must be a positive integer (the chunk length), got {bptt!r}.")
-        tokens = tokens.to(self.device)
-        inputs = torch.cat([tokens.new_full((1,), self.eos), tokens[:-1]])  # (N,)
-        state = None
-        for i in range(0, tokens.numel(), bptt):
-            with inference(self):  # entered per chunk, so no mode leaks to the caller between yields
-                out = self(inputs[i:i + bptt].view(-1, 1), state)
-            state = out.state
-            yield out.logits[:, 0], out.h[:, 0]  # (t, V), (t, E_last)
-
-    def score(self, tokens, bptt: int = 2000) -> torch.Tensor:  # (N,) -> (N,) float64
-        r""":math:`\log p(x_t \mid x_{<t})` for every token, state carried across chunks of ``bptt``."""
-        tokens = check_tokens(tokens, self.config.vocab_size).to(self.device)
-        out = torch.empty(tokens.numel(), dtype=torch.float64, device=self.device)  # (N,): one buffer, filled in place
-        i = 0
-        for logits, _ in self.stream(tokens, bptt):
-            t = logits.size(0)
-            out[i:i + t] = log_softmax(logits).gather(1, tokens[i:i + t].view(-1, 1)).squeeze(1)  # (t,)
-            i += t
-        return out.cpu()
-
-    def start(self, batch_size: int = 1) -> RNNState:
-        """A state that has read the implicit leading ``<eos>`` in each of ``batch_size`` rows."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
-        empty = RNNState(self.init_state(batch_size), None)
-        return self.advance(empty, torch.full((batch_size,), self.eos, dtype=torch.long))
-
-    def next_log_probs(self, state: RNNState) -> torch.Tensor:  # (B, V)
-        return state.log_probs
-
-    def advance(self, state: RNNState, x: torch.Tensor) -> RNNState:
-        """Read one token per row, ``x`` (B,)."""
-        x = torch.as_tensor(x, device=self.device).long().view(1, -1)  # (1, B)
-        with inference(self):
-            out = self(x, state.hidden)
-        return RNNState(out.state, log_softmax(out.logits[0]))
-
-    def reorder(self, state: RNNState, index: torch.Tensor) -> RNNState:
-        """Keep rows ``index`` (B',) of every tensor in the state."""
-        index = torch.as_tensor(index, device=self.device).long()
-        hidden = [(h.index_select(1, index), c.index_select(1, index)) for h, c in state.hidden]
-        return RNNState(hidden, state.log_probs.index_select(0, index))
+register_model(RNNLM.kind, lambda settings: RNNLM(LMConfig(**settings)))

@@ -25,6 +25,7 @@ from typing import Optional
 
 import torch
 
+from ..lm import perplexity_from_nll
 from ..networks.loss import evaluate
 from ..progress import bar, live_plot_enabled, progress_enabled
 
@@ -85,7 +86,7 @@ class ProgressBar(Callback):
         self.bar.update(1)
         if (batch_idx + 1) % self.every == 0:
             value = float(loss)
-            self.bar.set_postfix(loss=f"{value:.3f}", ppl=_fmt_ppl(math.exp(min(value, 50.0))), refresh=False)
+            self.bar.set_postfix(loss=f"{value:.3f}", ppl=_fmt_ppl(perplexity_from_nll(value)), refresh=False)
 
     def on_epoch_end(self, trainer, row: dict) -> None:
         if self.bar is not None:
@@ -158,9 +159,10 @@ class LivePlot(Callback):
         self._pending = []
         valid_ppl = None
         if self.every is not None:
-            valid_ppl = math.exp(evaluate(trainer.model, self._valid, trainer.config.bptt))  # restores train mode
+            nll = evaluate(trainer.model, self._valid, trainer.config.bptt)  # restores train mode
+            valid_ppl = perplexity_from_nll(nll)
         x = trainer.epoch - 1 + (batch_idx + 1) / max(trainer.batches_per_epoch(), 1)
-        self.points.append((x, math.exp(min(mean, 50.0)), valid_ppl))
+        self.points.append((x, perplexity_from_nll(mean), valid_ppl))
         if self.active and self.drawable(trainer.history.rows):
             self._show(trainer.history.rows)
 

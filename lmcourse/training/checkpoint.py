@@ -1,10 +1,13 @@
-"""Saving and loading a trained :class:`~lmcourse.networks.models.RNNLM`.
+"""Saving and loading a trained neural language model (any model keeping the contract of :mod:`lmcourse.lm`).
 
 A checkpoint is one ``torch.save`` file holding only plain data, so it loads with
 ``torch.load(..., weights_only=True)`` (no pickled code runs on load)::
 
-    {"format": 2, "config": {...LMConfig...}, "state_dict": {...}, "vocab": [itos] or None,
-     "history": [rows], "extra": {...}, "sha256": c}
+    {"format": 2, "kind": "rnnlm", "config": {...config.as_dict()...}, "state_dict": {...},
+     "vocab": [itos] or None, "history": [rows], "extra": {...}, "sha256": c}
+
+The model is rebuilt by the ``build`` registered for its ``kind`` (:func:`lmcourse.lm.register_model`);
+a file without ``kind`` (every run saved before there was more than one model) holds an ``"rnnlm"``.
 
 where ``c`` is the checksum of everything else in the file, its tensors included
 (:mod:`lmcourse.checksum`). torch does not check the CRCs of the zip it reads, so the checksum is
@@ -35,10 +38,12 @@ import torch
 from ..checksum import seal, verify
 from ..config import device as default_device
 from ..errors import CheckpointError, MissingFileError, NoSpaceError, WriteError
-from ..networks.models import RNNLM, LMConfig
+from ..lm import check_neural, model_builder
+from ..networks import NeuralLM  # importing the package registers its models' kinds
 from ..vocab import Vocab
 
 FORMAT = 2  # 2: the file carries its checksum
+DEFAULT_KIND = "rnnlm"  # the kind of a checkpoint saved without one
 DAMAGED = ("is damaged or is not an lmcourse checkpoint ({why}): train the model again, or copy the file "
            "again from where it was saved")
 
@@ -96,6 +101,41 @@ def check_writable(path) -> Path:
     except OSError as err:
         raise CheckpointError(f"No checkpoint can be written in {path.parent} ({err.strerror or err}): choose a "
                               "folder you may write to.") from None
+    return path
+
+
+def _probe(folder: Path) -> Optional[str]:
+    """None when a file can be created in ``folder`` (made if missing), else why not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".write-test.", dir=folder)
+        os.close(fd)
+        os.remove(tmp)
+    except OSError as error:
+        return error.strerror or type(error).__name__
+    return None
+
+
+def check_writable_dir(path, what: str) -> Path:
+    """Make sure files can be written in the folder ``path`` (created if missing), else one ValueError sentence."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{what}={str(path)!r} is a file, not a folder: give a folder path.")
+    why = _probe(path)
+    if why:
+        raise ValueError(f"{what}={str(path)!r} cannot be written ({why}): choose a folder you can write to.")
+    return path
+
+
+def check_writable_file(path, what: str) -> Path:
+    """Make sure the file ``path`` can be written (its folder is created if missing), else one ValueError sentence."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{what}={str(path)!r} is a folder: give a file path such as {str(path / 'best.pt')!r}.")
+    why = _probe(path.parent)
+    if why:
+        raise ValueError(f"{what}={str(path)!r} cannot be written, its folder is not writable ({why}): "
+                         "choose a path in a folder you can write to.")
     return path
 
 
@@ -196,10 +236,9 @@ def atomic_save(obj, path) -> Path:
     return atomic_write(path, lambda f: torch.save(obj, f), needed=tensor_bytes(obj))
 
 
-def save_checkpoint(path, model: RNNLM, vocab: Optional[Vocab] = None, history=None, extra=None) -> Path:
-    """Write ``model`` (config and weights), its vocabulary, the history rows and ``extra`` to ``path``."""
-    if not isinstance(model, RNNLM):
-        raise TypeError(f"save_checkpoint saves an RNNLM, got {type(model).__name__}.")
+def save_checkpoint(path, model: NeuralLM, vocab: Optional[Vocab] = None, history=None, extra=None) -> Path:
+    """Write ``model`` (kind, settings and weights), its vocabulary, the history rows and ``extra`` to ``path``."""
+    check_neural(model, "checkpoint")
     vocab = vocab if vocab is not None else getattr(model, "vocab", None)
     if vocab is not None and (not isinstance(vocab, Vocab) or len(vocab) != model.config.vocab_size):
         size = f"{len(vocab)} tokens" if isinstance(vocab, Vocab) else f"a {type(vocab).__name__}"
@@ -208,6 +247,7 @@ def save_checkpoint(path, model: RNNLM, vocab: Optional[Vocab] = None, history=N
     rows = getattr(history, "rows", history)
     payload = {
         "format": FORMAT,
+        "kind": model.kind,
         "config": model.config.as_dict(),
         "state_dict": copy_state(model, "cpu"),
         "vocab": list(vocab.itos) if vocab is not None else None,
@@ -254,52 +294,52 @@ def _read(path: Path) -> dict:
     return payload
 
 
-def _check_payload(path: Path, payload: dict) -> LMConfig:
-    """The stored configuration, after checking every field save_checkpoint writes."""
-    fields = {"config": dict, "state_dict": dict, "vocab": (list, type(None)), "history": list, "extra": dict}
+def _check_payload(path: Path, payload: dict) -> tuple:
+    """``(build, settings)``: the stored model's builder and settings, once every field save_checkpoint
+    writes is checked."""
+    fields = {"config": dict, "state_dict": dict, "vocab": (list, type(None)), "history": list, "extra": dict,
+              "kind": str}
+    payload.setdefault("kind", DEFAULT_KIND)
     for key, kind in fields.items():
         if not isinstance(payload.get(key, ...), kind):
             raise CheckpointError(f"{path} {DAMAGED.format(why=f'its {key!r} entry is missing or malformed')}.")
     try:
-        config = LMConfig(**payload["config"])
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{path} {DAMAGED.format(why=f'its model settings are invalid: {err}')}.") from None
+        build = model_builder(payload["kind"])
+    except ValueError as err:
+        raise CheckpointError(f"{path} holds a model of kind {payload['kind']!r}, {err}") from None
     stored = payload["vocab"]
     if stored is not None:
         if not all(isinstance(t, str) for t in stored) or len(set(stored)) != len(stored):
             raise CheckpointError(f"{path} {DAMAGED.format(why='its vocabulary is not a list of distinct strings')}.")
-        if len(stored) != config.vocab_size:
-            why = f"its vocabulary has {len(stored)} tokens for a model of {config.vocab_size}"
-            raise CheckpointError(f"{path} {DAMAGED.format(why=why)}.")
-    return config
+    return build, payload["config"]
 
 
-def _build(path: Path, config: LMConfig, state: dict) -> RNNLM:
-    """The model of ``config`` holding the weights ``state``, once their names and shapes are checked.
-
-    The check runs on a skeleton on the ``meta`` device (no memory), so stored settings asking
-    for a huge model are refused before anything is allocated.
-    """
+def _skeleton(path: Path, build, settings: dict, state: dict, stored_vocab) -> NeuralLM:
+    """The model ``build(settings)`` on the ``meta`` device (no memory), once the stored vocabulary and the
+    weights' names and shapes are checked against it: settings asking for a huge model are refused
+    before anything is allocated."""
     try:
         with torch.device("meta"):
-            skeleton = RNNLM(config)
+            skeleton = build(dict(settings))
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{path} {DAMAGED.format(why=f'its model settings are invalid: {err}')}.") from None
+    size = skeleton.config.vocab_size
+    if stored_vocab is not None and len(stored_vocab) != size:
+        why = f"its vocabulary has {len(stored_vocab)} tokens for a model of {size}"
+        raise CheckpointError(f"{path} {DAMAGED.format(why=why)}.")
     expected = {k: tuple(v.shape) for k, v in skeleton.state_dict().items()}
     got = {k: tuple(v.shape) if isinstance(v, torch.Tensor) else None for k, v in state.items()}
     if got != expected:
         wrong = sorted(k for k in set(expected) | set(got) if got.get(k) != expected.get(k))
         why = f"its weights do not fit its model settings, first at {wrong[0]!r}"
         raise CheckpointError(f"{path} {DAMAGED.format(why=why)}.")
-    model = RNNLM(config)
-    model.load_state_dict(state)
-    return model
+    return skeleton
 
 
 def load_checkpoint(path, vocab: Optional[Vocab] = None, map_location=None):
     """Rebuild the model saved at ``path``; return ``(model, info)``.
 
-    ``info`` holds ``config``, ``vocab``, ``history`` (rows) and ``extra``. When ``vocab`` is given
+    ``info`` holds ``kind``, ``config``, ``vocab``, ``history`` (rows) and ``extra``. When ``vocab`` is given
     it must equal the stored one (or, for a checkpoint saved without one, have the model's
     ``vocab_size`` tokens). The model goes to ``map_location`` (default: the run's device). A file
     that is damaged, foreign or inconsistent raises a :class:`~lmcourse.errors.CheckpointError`.
@@ -310,18 +350,21 @@ def load_checkpoint(path, vocab: Optional[Vocab] = None, map_location=None):
         raise TypeError(f"A checkpoint path must be a string or a Path, got {type(path).__name__}.")
     path = Path(path)
     payload = _read(path)
-    config = _check_payload(path, payload)
+    build, settings = _check_payload(path, payload)
     stored = payload["vocab"]
+    size = _skeleton(path, build, settings, payload["state_dict"], stored).config.vocab_size
     if vocab is not None and stored is not None:
         message = vocab_mismatch(stored, list(vocab.itos))
         if message:
             raise CheckpointError(message)
-    if vocab is not None and len(vocab) != config.vocab_size:
+    if vocab is not None and len(vocab) != size:
         raise CheckpointError(f"The vocabulary given has {len(vocab)} tokens but the model in {path} has "
-                              f"{config.vocab_size}: load it with the corpus it was trained on.")
+                              f"{size}: load it with the corpus it was trained on.")
     target = torch.device(map_location) if map_location is not None else default_device()
-    model = _build(path, config, payload["state_dict"])
+    model = build(dict(settings))
+    model.load_state_dict(payload["state_dict"])
     model.to(target).eval()
     model.vocab = Vocab(stored) if stored is not None else vocab
-    info = {"config": config, "vocab": model.vocab, "history": payload["history"], "extra": payload["extra"]}
+    info = {"kind": payload["kind"], "config": model.config, "vocab": model.vocab, "history": payload["history"],
+            "extra": payload["extra"]}
     return model, info

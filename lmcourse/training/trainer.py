@@ -29,8 +29,15 @@ Gradients are clipped to norm ``clip``; SGD updates :math:`\theta \leftarrow \th
 The run starts by measuring the validation loss of the starting weights; a "best" model is only
 kept (and checkpointed) when it beats that. The best weights are restored at the end of
 :meth:`Trainer.fit`, also after Ctrl-C, a diverging loss or an exception. With ``out_dir`` the run
-keeps a folder that :meth:`Trainer.fit` can resume exactly (:mod:`lmcourse.training.rundir`); under
-``torchrun`` it trains data-parallel (:mod:`lmcourse.training.distributed`).
+keeps a folder (:mod:`lmcourse.training.rundir`), held by a lock (:mod:`lmcourse.training.lock`),
+that :meth:`Trainer.fit` can resume exactly (:mod:`lmcourse.training.resume`); a diverging loss is
+caught by :mod:`lmcourse.training.losses`; under ``torchrun`` it trains data-parallel
+(:mod:`lmcourse.training.distributed`). The model is anything that keeps the neural-model
+contract of :mod:`lmcourse.lm`.
+
+The loop, on one screen: :meth:`Trainer._epochs` -> :meth:`Trainer._epoch` (train, validate,
+decide) -> :meth:`Trainer._train_epoch` (the batches) -> :meth:`Trainer._step` (forward, backward,
+clip, step).
 """
 from __future__ import annotations
 
@@ -46,47 +53,32 @@ import torch
 
 from ..config import device, seed_everything
 from ..corpora.data import batchify, bptt_batches, variable_bptt_batches
-from ..errors import RunDirError
-from ..lm import check_tokens
+from ..lm import check_neural, check_tokens, perplexity_from_nll
+from ..networks.base import NeuralLM
 from ..networks.loss import evaluate, returns_log_probs, token_nll
-from ..networks.models import RNNLM
 from ..networks.regularize import activation_regularization, temporal_activation_regularization
 from . import distributed
 from .callbacks import Callback, LivePlot, ProgressBar
-from .checkpoint import copy_state, save_checkpoint
+from .checkpoint import check_writable_file, copy_state, save_checkpoint
 from .optim import averaged_weights, make_optimizer, optimizer_name, scaled_lr, set_lr, should_switch_to_asgd
-from .rundir import (
-    BEST,
-    RunDir,
-    RunLock,
-    capture_rng,
-    check_writable_file,
-    claim_on_every_rank,
-    restore_rng,
-    state_to_cpu,
-)
+from .lock import RunLock, claim_on_every_rank
+from .losses import DIVERGENCE_MARGIN, agree, epoch_means, first_diverged, loss_limit
+from .resume import capture_rng, restore, saved_run, snapshot
+from .rundir import BEST, RunDir
 from .trainconfig import MIN_WINDOW, RESUMABLE_CHANGES, History, TrainConfig, load_run_config
 
 __all__ = ["TrainConfig", "Trainer", "History", "Callback", "evaluate", "make_optimizer", "scaled_lr",
            "averaged_weights", "should_switch_to_asgd", "load_run_config", "DIVERGENCE_MARGIN", "RESUMABLE_CHANGES"]
 
-# Nats above log V (a uniform guess) that count as a diverged loss. SGD at rate 20 (Zaremba et al. 2014;
-# pytorch/examples 2017) overshoots log V by up to about 4.5 nats in its first steps and then recovers.
-DIVERGENCE_MARGIN = 6.0
-
-
-def _ppl(loss: float) -> float:
-    return math.exp(loss) if loss < 700 else math.inf
-
 
 # ------------------------------------------------------------------------------- the trainer
 
 class Trainer:
-    """``Trainer(model, train, valid, config).fit()`` trains ``model`` on 1-D token streams."""
+    """``Trainer(model, train, valid, config).fit()`` trains ``model`` (any model keeping the contract
+    of :mod:`lmcourse.lm`) on 1-D token streams."""
 
-    def __init__(self, model: RNNLM, train, valid, config: TrainConfig, callbacks=(), vocab=None):
-        if not isinstance(model, RNNLM):
-            raise TypeError(f"Trainer trains an RNNLM, got {type(model).__name__}.")
+    def __init__(self, model: NeuralLM, train, valid, config: TrainConfig, callbacks=(), vocab=None):
+        check_neural(model, "train")
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}: "
                             "build one with TrainConfig(epochs=...).")
@@ -140,7 +132,7 @@ class Trainer:
         n = max(1, math.ceil(steps / mean_len))
         return min(n, cfg.max_batches) if cfg.max_batches else n
 
-    # ------------------------------------------------------------------------- fit
+    # ------------------------------------------------------------------------------ fit
 
     def fit(self, resume=False, overwrite: bool = False) -> History:
         """Train until epoch ``config.epochs`` and return the :class:`History`.
@@ -181,7 +173,7 @@ class Trainer:
         saved = self._setup(resume)
         reason = "completed"
         try:
-            self._resume(saved) if saved is not None else self._fresh_start()
+            restore(self, saved) if saved is not None else self._fresh_start()
             if self.parallel:  # one sequence of window lengths for all ranks: rank 0's
                 self.generator.set_state(distributed.broadcast(self.generator.get_state()))
             self.net = distributed.wrap(self.model)  # (DistributedDataParallel under torchrun)
@@ -200,109 +192,7 @@ class Trainer:
         self._finish(reason)
         return self.history
 
-    def _claim_folder(self, resume, overwrite: bool) -> Optional[RunLock]:
-        """Rank 0 takes the lock of ``out_dir``, removes what writes killed mid-way left there, and makes
-        sure a fresh start finds no run files (deleting them under ``overwrite``); when it cannot,
-        every rank raises the same sentence."""
-        if not self.config.out_dir:
-            return None
-        run = RunDir(self.config.out_dir)
-
-        def prepare():
-            run.clean()
-            if not resume or (resume == "auto" and not run.has_run()):
-                run.clear() if overwrite else run.refuse_fresh_start()
-        return claim_on_every_rank(run, prepare)
-
-    def _setup(self, resume) -> Optional[dict]:
-        """Check the settings and paths, place model and data; return the saved state when resuming."""
-        cfg = self.config
-        self.rank, self.world = distributed.rank(), distributed.world_size()
-        self.main, self.parallel = self.rank == 0, self.world > 1
-        columns = distributed.columns(cfg.batch_size)
-        self.local_batch = columns.stop - columns.start
-        self.sub_batch = min(cfg.small_batch_size or self.local_batch, self.local_batch)
-        if self.local_batch % self.sub_batch:
-            raise ValueError(f"small_batch_size={cfg.small_batch_size} does not divide the {self.local_batch} "
-                             f"columns each of {self.world} processes trains on: use a divisor of {self.local_batch}.")
-        self.n_sub = self.local_batch // self.sub_batch
-        self.rundir = RunDir(cfg.out_dir) if cfg.out_dir else None
-        saved = self._saved_run(resume)
-        if self.main:
-            if cfg.checkpoint:
-                check_writable_file(cfg.checkpoint, "TrainConfig.checkpoint")
-            if self.rundir is not None:
-                self.rundir.check_writable()
-        if not self.main:  # only rank 0 shows progress
-            for callback in self.callbacks:
-                if isinstance(callback, (ProgressBar, LivePlot)):
-                    callback.enabled = False
-        seed_everything(cfg.seed + self.rank)  # dropout masks differ between ranks
-        self.device = device()
-        self.model.to(self.device)
-        train = batchify(self.train_tokens, cfg.batch_size)[:, columns]  # (T, B/W): this rank's columns
-        self.train_data = train.contiguous().to(self.device)
-        self.valid_data = batchify(self.valid_tokens, cfg.eval_batch_size).to(self.device)  # (T', B')
-        self.generator = torch.Generator().manual_seed(cfg.seed)  # the same window lengths on every rank
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.log_probs = returns_log_probs(self.model)
-        first = "sgd" if cfg.optimizer == "ntasgd" else cfg.optimizer
-        self.optimizer = make_optimizer(first, self.params, cfg.lr, cfg.weight_decay)
-        self.stop, self._val_losses, self.history, self.epoch = False, [], History(), 0
-        self._ramp = 1.0  # the warm-up's share of the rate at this batch
-        self._stop_reason = None
-        self._limit = math.log(self.model.config.vocab_size) + DIVERGENCE_MARGIN
-        self._start, self._elapsed = time.perf_counter(), 0.0
-        return saved
-
-    def _saved_run(self, resume) -> Optional[dict]:
-        """The ``last.pt`` state to resume from (checked against this run), or None to start afresh."""
-        run = self.rundir
-        if not resume:
-            return None
-        if run is None:
-            raise ValueError("fit(resume=True) needs TrainConfig.out_dir, the folder of the run to continue.")
-        if not run.has_run():
-            if resume == "auto":
-                return None
-            raise RunDirError(f"There is no run to resume in {run.path} (no last.pt): "
-                              "train once without resume, or check out_dir.")
-        saved = run.load_last()
-        run.check_resumable(saved, self.model.config.as_dict(), asdict(self.config), self.vocab, RESUMABLE_CHANGES)
-        return saved
-
-    def _fresh_start(self) -> None:
-        """Measure the starting weights once: a "best" model must beat them."""
-        loss = self._agree(evaluate(self.model, self.valid_data, self.config.bptt))
-        self.history.start = {"valid_loss": loss, "valid_ppl": _ppl(loss)}
-        self._best_loss = loss if math.isfinite(loss) else math.inf
-        self._best_state = copy_state(self.model)
-
-    def _resume(self, saved: dict) -> None:
-        """Put back weights, optimizer, counters, history and random states from ``last.pt``."""
-        cfg = self.config
-        self.model.load_state_dict(saved["state_dict"])
-        self.optimizer = make_optimizer(saved["optimizer"]["name"], self.params, cfg.lr, cfg.weight_decay)
-        self.optimizer.load_state_dict(saved["optimizer"]["state"])
-        self._best_state = {k: v.to(self.device) for k, v in saved["best_state_dict"].items()}
-        self._best_loss, self._val_losses = saved["best_loss"], list(saved["val_losses"])
-        h = saved["history"]
-        self.history = History(rows=list(h["rows"]), best=h["best"], start=h["start"])
-        self.epoch, self._elapsed = saved["epoch"], saved["elapsed_s"]
-        self._stop_reason = saved.get("stop_reason")  # a non-monotone stop stays a stop
-        self.generator.set_state(saved["bptt_generator"])
-        if len(saved["rng"]) == self.world:
-            restore_rng(saved["rng"][self.rank])
-        else:  # another number of processes: the split differs anyway, so reseed per rank and epoch
-            warnings.warn(f"The run was saved by {len(saved['rng'])} processes and resumes with {self.world}: "
-                          "it continues, but not bit for bit as it would have.", RuntimeWarning, stacklevel=3)
-            seed_everything(cfg.seed + 1000 * self.epoch + self.rank)
-
-    def _agree(self, value: float) -> float:
-        """Rank 0's value on every rank, so that every decision taken from it is the same everywhere."""
-        if not self.parallel:
-            return value
-        return float(distributed.broadcast(torch.tensor(value, dtype=torch.float64)))
+    # ------------------------------------------------- the loop: epochs, batches, steps
 
     def _epochs(self) -> str:
         if self._stop_reason == "non-monotone":  # the resumed run had already ended on the trigger
@@ -320,21 +210,6 @@ class Trainer:
             if self.stop:
                 return self._stop_reason or "callback"
         return "completed"
-
-    def _finish(self, reason: str, quiet: bool = False) -> None:
-        if self._best_state is not None and (reason != "interrupted" or self.history.best is not None):
-            self.model.load_state_dict(self._best_state)
-        self.model.eval()
-        self.history.stop_reason = reason
-        try:
-            if self.rundir is not None and self.main:
-                self._write_history()
-            self._emit("on_train_end")
-        except Exception:
-            if not quiet:
-                raise
-
-    # ------------------------------------------------------------------------- one epoch
 
     def _epoch(self, epoch: int):
         """Train and validate; return ``(row, stop_reason or None, whether the epoch ran to its end)``."""
@@ -358,9 +233,97 @@ class Trainer:
         self._after_validation(valid_loss, improved)
         return row, None, not stats["cut"]
 
+    def _train_epoch(self) -> dict:
+        """One pass over the batches; the losses stay on the device until a check reads them."""
+        cfg = self.config
+        self.model.train()
+        states = [self.model.init_state(self.sub_batch) for _ in range(self.n_sub)]  # one per sub-batch
+        losses, weights, penalties = [], [], []
+        every = 1 if self.device.type == "cpu" else 50  # batches between two reads of the losses
+        stats = {"bad_batch": None, "bad_value": None, "cut": False}
+        checked, halted, start = 0, False, time.perf_counter()
+        for i, (x, y, seq_len) in enumerate(islice(self._batches(), cfg.max_batches)):
+            self.seq_len = seq_len
+            self._ramp = (i + 1) / cfg.warmup if self.epoch == 1 and i < cfg.warmup else 1.0  # the warm-up
+            loss, penalty, states = self._step(x, y, states, seq_len)
+            losses.append(loss)
+            weights.append(y.numel())
+            penalties.append(penalty)
+            self._emit("on_batch_end", i, loss)
+            if (i + 1) % every == 0 or (self.stop and not self.parallel):
+                halted, checked = self._check(losses, checked, stats), i + 1
+                if halted:
+                    stats["cut"] = stats["bad_batch"] is None  # stopped before the epoch's end
+                    break
+        if not halted:
+            self._check(losses, checked, stats)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        stats["seconds"] = time.perf_counter() - start
+        return {**stats, **epoch_means(losses, weights, penalties, self.device)}
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor, states: list, seq_len: int):
+        """One forward/backward per sub-batch, then one clip and step; returns the detached
+        cross-entropy of the batch, (AR, TAR) and the new states."""
+        cfg, n, s = self.config, self.n_sub, self.sub_batch
+        self.optimizer.zero_grad(set_to_none=True)
+        losses, penalties, new_states = [], [], []
+        for j, state in enumerate(states):
+            cols = slice(j * s, (j + 1) * s)
+            last = j == n - 1
+            with self.net.no_sync() if self.parallel and not last else nullcontext():  # one gradient sync a step
+                out = self.net(x[:, cols] if n > 1 else x, self.model.detach_state(state))
+                loss = token_nll(out.logits, y[:, cols] if n > 1 else y, self.log_probs)  # mean over t*S tokens
+                objective, penalty = self._objective(loss, out)
+                (objective * (s / self.local_batch) if n > 1 else objective).backward()
+            losses.append(loss.detach())
+            penalties.append(penalty)
+            new_states.append(out.state)
+        if cfg.clip:
+            torch.nn.utils.clip_grad_norm_(self.params, cfg.clip)
+        factor = (seq_len / cfg.bptt if cfg.variable_bptt else 1) * self._ramp
+        with scaled_lr(self.optimizer, factor):
+            self.optimizer.step()
+        if n == 1:
+            return losses[0], penalties[0], new_states
+        penalty = tuple(torch.stack(p).mean() for p in zip(*penalties)) if penalties[0] else ()
+        return torch.stack(losses).mean(), penalty, new_states
+
+    def _objective(self, loss: torch.Tensor, out) -> tuple:
+        """The cross-entropy plus AR and TAR, and the detached (AR, TAR) (empty when both are off)."""
+        cfg = self.config
+        if not (cfg.alpha or cfg.beta):
+            return loss, ()
+        if getattr(out, "outputs", None) is None or getattr(out, "raw_outputs", None) is None:
+            raise ValueError(f"AR and TAR read the layers' outputs, which {type(self.model).__name__}'s forward does "
+                             "not return (.outputs, .raw_outputs): train it with alpha=0 and beta=0.")
+        zero = loss.new_zeros(())
+        ar = activation_regularization(out.outputs[-1], cfg.alpha) if cfg.alpha else zero
+        tar = temporal_activation_regularization(out.raw_outputs[-1], cfg.beta) if cfg.beta else zero
+        return loss + ar + tar, (ar.detach(), tar.detach())
+
+    def _batches(self):
+        cfg = self.config
+        if cfg.variable_bptt:
+            cap = cfg.bptt + cfg.max_seq_len_delta if cfg.max_seq_len_delta is not None else None
+            return variable_bptt_batches(self.train_data, cfg.bptt, self.generator, min_len=MIN_WINDOW, max_len=cap)
+        return ((x, y, x.size(0)) for x, y in bptt_batches(self.train_data, cfg.bptt))
+
+    # ------------------------------------------------------------- checks and decisions
+
+    def _check(self, losses: list, since: int, stats: dict) -> bool:
+        """Look for a diverged loss from index ``since`` on and read the stop flag, both agreed over the
+        ranks under torch.distributed (:mod:`lmcourse.training.losses`). True: stop the epoch here."""
+        index, value = first_diverged(losses, since, self._limit)
+        if self.parallel:  # the earliest bad batch of any rank, and anyone's stop
+            index, value, self.stop = agree(index, value, since, self.stop)
+        if index >= 0:
+            stats["bad_batch"], stats["bad_value"] = since + index, value
+        return index >= 0 or self.stop
+
     def _row(self, epoch: int, stats: dict, valid_loss: float, averaged: bool) -> dict:
-        row = {"epoch": epoch, "train_loss": stats["loss"], "train_ppl": _ppl(stats["loss"]),
-               "valid_loss": valid_loss, "valid_ppl": _ppl(valid_loss), "lr": self.lr,
+        row = {"epoch": epoch, "train_loss": stats["loss"], "train_ppl": perplexity_from_nll(stats["loss"]),
+               "valid_loss": valid_loss, "valid_ppl": perplexity_from_nll(valid_loss), "lr": self.lr,
                "optimizer": self.optimizer_name, "averaged": averaged,
                "tokens_per_s": stats["tokens"] / max(stats["seconds"], 1e-9),
                "elapsed_s": self._elapsed + time.perf_counter() - self._start}
@@ -405,7 +368,90 @@ class Trainer:
             warnings.warn(message, RuntimeWarning, stacklevel=6)
             print(message)
 
-    # ------------------------------------------------------------------------- the run directory
+    # --------------------------------------------------------- setting up and finishing
+
+    def _claim_folder(self, resume, overwrite: bool) -> Optional[RunLock]:
+        """Rank 0 takes the lock of ``out_dir``, removes what writes killed mid-way left there, and makes
+        sure a fresh start finds no run files (deleting them under ``overwrite``); when it cannot,
+        every rank raises the same sentence."""
+        if not self.config.out_dir:
+            return None
+        run = RunDir(self.config.out_dir)
+
+        def prepare():
+            run.clean()
+            if not resume or (resume == "auto" and not run.has_run()):
+                run.clear() if overwrite else run.refuse_fresh_start()
+        return claim_on_every_rank(run, prepare)
+
+    def _setup(self, resume) -> Optional[dict]:
+        """Check the settings and paths, place model and data; return the saved state when resuming."""
+        cfg = self.config
+        self.rank, self.world = distributed.rank(), distributed.world_size()
+        self.main, self.parallel = self.rank == 0, self.world > 1
+        columns = distributed.columns(cfg.batch_size)
+        self.local_batch = columns.stop - columns.start
+        self.sub_batch = min(cfg.small_batch_size or self.local_batch, self.local_batch)
+        if self.local_batch % self.sub_batch:
+            raise ValueError(f"small_batch_size={cfg.small_batch_size} does not divide the {self.local_batch} "
+                             f"columns each of {self.world} processes trains on: use a divisor of {self.local_batch}.")
+        self.n_sub = self.local_batch // self.sub_batch
+        self.rundir = RunDir(cfg.out_dir) if cfg.out_dir else None
+        saved = saved_run(self.rundir, resume, self.model, cfg, self.vocab)
+        if self.main:
+            if cfg.checkpoint:
+                check_writable_file(cfg.checkpoint, "TrainConfig.checkpoint")
+            if self.rundir is not None:
+                self.rundir.check_writable()
+        if not self.main:  # only rank 0 shows progress
+            for callback in self.callbacks:
+                if isinstance(callback, (ProgressBar, LivePlot)):
+                    callback.enabled = False
+        seed_everything(cfg.seed + self.rank)  # dropout masks differ between ranks
+        self.device = device()
+        self.model.to(self.device)
+        train = batchify(self.train_tokens, cfg.batch_size)[:, columns]  # (T, B/W): this rank's columns
+        self.train_data = train.contiguous().to(self.device)
+        self.valid_data = batchify(self.valid_tokens, cfg.eval_batch_size).to(self.device)  # (T', B')
+        self.generator = torch.Generator().manual_seed(cfg.seed)  # the same window lengths on every rank
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.log_probs = returns_log_probs(self.model)
+        first = "sgd" if cfg.optimizer == "ntasgd" else cfg.optimizer
+        self.optimizer = make_optimizer(first, self.params, cfg.lr, cfg.weight_decay)
+        self.stop, self._val_losses, self.history, self.epoch = False, [], History(), 0
+        self._ramp = 1.0  # the warm-up's share of the rate at this batch
+        self._stop_reason = None
+        self._limit = loss_limit(self.model.config.vocab_size)
+        self._start, self._elapsed = time.perf_counter(), 0.0
+        return saved
+
+    def _fresh_start(self) -> None:
+        """Measure the starting weights once: a "best" model must beat them."""
+        loss = self._agree(evaluate(self.model, self.valid_data, self.config.bptt))
+        self.history.start = {"valid_loss": loss, "valid_ppl": perplexity_from_nll(loss)}
+        self._best_loss = loss if math.isfinite(loss) else math.inf
+        self._best_state = copy_state(self.model)
+
+    def _agree(self, value: float) -> float:
+        """Rank 0's value on every rank, so that every decision taken from it is the same everywhere."""
+        if not self.parallel:
+            return value
+        return float(distributed.broadcast(torch.tensor(value, dtype=torch.float64)))
+
+    def _finish(self, reason: str, quiet: bool = False) -> None:
+        if self._best_state is not None and (reason != "interrupted" or self.history.best is not None):
+            self.model.load_state_dict(self._best_state)
+        self.model.eval()
+        self.history.stop_reason = reason
+        try:
+            if self.rundir is not None and self.main:
+                self._write_history()
+            self._emit("on_train_end")
+        except Exception:
+            if not quiet:
+                raise
+
+    # ---------------------------------------------------------------- the run directory
 
     def _save_run(self, complete: bool) -> None:
         """At an epoch end: history, curves, and (when the epoch ran to its end) the resume state."""
@@ -415,126 +461,11 @@ class Trainer:
         if not self.main:
             return
         if complete:
-            self.rundir.save_last(self._resume_state(rng))
+            self.rundir.save_last(snapshot(self, rng))
         self._write_history()
-
-    def _resume_state(self, rng: list) -> dict:
-        return {"epoch": self.epoch, "model_config": self.model.config.as_dict(), "train_config": asdict(self.config),
-                "vocab": list(self.vocab.itos) if self.vocab is not None else None,
-                "state_dict": copy_state(self.model, "cpu"), "best_state_dict": state_to_cpu(self._best_state),
-                "optimizer": {"name": self.optimizer_name, "state": self.optimizer.state_dict()},
-                "lr": self.lr, "val_losses": list(self._val_losses), "best_loss": self._best_loss,
-                "history": self.history.state(), "elapsed_s": self._elapsed + time.perf_counter() - self._start,
-                "rng": rng, "bptt_generator": self.generator.get_state(), "world_size": self.world,
-                "stop_reason": self._stop_reason if self.stop else None}
 
     def _write_history(self) -> None:
         self.rundir.write_history(self.history.state())
         if self.history.rows:
             plot = next((c for c in self.callbacks if isinstance(c, LivePlot)), None) or LivePlot()
             self.rundir.write_curves(plot.render(self.history.rows, plot.points))
-
-    # ------------------------------------------------------------------------- training steps
-
-    def _batches(self):
-        cfg = self.config
-        if cfg.variable_bptt:
-            cap = cfg.bptt + cfg.max_seq_len_delta if cfg.max_seq_len_delta is not None else None
-            return variable_bptt_batches(self.train_data, cfg.bptt, self.generator, min_len=MIN_WINDOW, max_len=cap)
-        return ((x, y, x.size(0)) for x, y in bptt_batches(self.train_data, cfg.bptt))
-
-    def _train_epoch(self) -> dict:
-        """Train on one pass over the batches; losses stay on the device until a check reads them."""
-        cfg, model = self.config, self.model
-        model.train()
-        states = [model.init_state(self.sub_batch) for _ in range(self.n_sub)]  # one carried state per sub-batch
-        losses, weights, penalties = [], [], []
-        check_every = 1 if self.device.type == "cpu" else 50
-        stats = {"bad_batch": None, "bad_value": None, "cut": False}
-        checked, halted, start = 0, False, time.perf_counter()
-        for i, (x, y, seq_len) in enumerate(islice(self._batches(), cfg.max_batches)):
-            self.seq_len = seq_len
-            self._ramp = (i + 1) / cfg.warmup if self.epoch == 1 and i < cfg.warmup else 1.0  # the warm-up
-            loss, penalty, states = self._step(x, y, states, seq_len)
-            losses.append(loss)
-            weights.append(y.numel())
-            penalties.append(penalty)
-            self._emit("on_batch_end", i, loss)
-            if (i + 1) % check_every == 0 or (self.stop and not self.parallel):
-                halted, checked = self._check(losses, checked, stats), i + 1
-                if halted:
-                    stats["cut"] = stats["bad_batch"] is None  # stopped before the epoch's end
-                    break
-        if not halted:
-            self._check(losses, checked, stats)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        stats["seconds"] = time.perf_counter() - start
-        return self._summarise(stats, losses, weights, penalties)
-
-    def _check(self, losses: list, since: int, stats: dict) -> bool:
-        """Find the first diverged loss from index ``since`` on (one device sync) and read the stop flag;
-        under torch.distributed both are agreed over the ranks. True: stop the epoch here."""
-        index, value = -1, math.nan
-        if len(losses) > since:
-            recent = torch.stack(losses[since:])  # (n,)
-            bad = ~torch.isfinite(recent) | (recent > self._limit)
-            if bool(bad.any()):
-                index = int(bad.nonzero()[0])
-                value = float(recent[index])
-        if self.parallel:  # the earliest bad batch of any rank, and anyone's stop
-            mine = float(since + index) if index >= 0 else math.inf
-            flags = distributed.all_max(torch.tensor([-mine, float(self.stop)], dtype=torch.float64))
-            first, self.stop = -float(flags[0]), bool(flags[1])
-            value = value if first == mine else math.nan
-            index = int(first) - since if math.isfinite(first) else -1
-        if index >= 0:
-            stats["bad_batch"], stats["bad_value"] = since + index, value
-        return index >= 0 or self.stop
-
-    def _summarise(self, stats: dict, losses: list, weights: list, penalties: list) -> dict:
-        n = sum(weights)
-        w = torch.tensor(weights, dtype=torch.float64, device=self.device)
-        stats["tokens"] = n
-        stats["loss"] = float((torch.stack(losses).double() * w).sum()) / n if losses else math.nan
-        if penalties and penalties[0]:
-            ar, tar = torch.stack([torch.stack(p) for p in penalties]).double().mean(0).tolist()
-            stats["ar"], stats["tar"] = ar, tar
-        return stats
-
-    def _objective(self, loss: torch.Tensor, out) -> tuple:
-        """The cross-entropy plus AR and TAR, and the detached (AR, TAR) (empty when both are off)."""
-        cfg = self.config
-        if not (cfg.alpha or cfg.beta):
-            return loss, ()
-        zero = loss.new_zeros(())
-        ar = activation_regularization(out.outputs[-1], cfg.alpha) if cfg.alpha else zero
-        tar = temporal_activation_regularization(out.raw_outputs[-1], cfg.beta) if cfg.beta else zero
-        return loss + ar + tar, (ar.detach(), tar.detach())
-
-    def _step(self, x: torch.Tensor, y: torch.Tensor, states: list, seq_len: int):
-        """One forward/backward per sub-batch, then one clip and step; returns the detached
-        cross-entropy of the batch, (AR, TAR) and the new states."""
-        cfg, n, s = self.config, self.n_sub, self.sub_batch
-        self.optimizer.zero_grad(set_to_none=True)
-        losses, penalties, new_states = [], [], []
-        for j, state in enumerate(states):
-            cols = slice(j * s, (j + 1) * s)
-            last = j == n - 1
-            with self.net.no_sync() if self.parallel and not last else nullcontext():  # one gradient sync a step
-                out = self.net(x[:, cols] if n > 1 else x, self.model.detach_state(state))
-                loss = token_nll(out.logits, y[:, cols] if n > 1 else y, self.log_probs)  # mean over t*S tokens
-                objective, penalty = self._objective(loss, out)
-                (objective * (s / self.local_batch) if n > 1 else objective).backward()
-            losses.append(loss.detach())
-            penalties.append(penalty)
-            new_states.append(out.state)
-        if cfg.clip:
-            torch.nn.utils.clip_grad_norm_(self.params, cfg.clip)
-        factor = (seq_len / cfg.bptt if cfg.variable_bptt else 1) * self._ramp
-        with scaled_lr(self.optimizer, factor):
-            self.optimizer.step()
-        if n == 1:
-            return losses[0], penalties[0], new_states
-        penalty = tuple(torch.stack(p).mean() for p in zip(*penalties)) if penalties[0] else ()
-        return torch.stack(losses).mean(), penalty, new_states

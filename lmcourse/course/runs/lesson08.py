@@ -18,7 +18,6 @@ The winner is the rule whose best grid perplexity is lower: chosen on validation
 from __future__ import annotations
 
 import json
-import math
 import time
 from typing import Optional
 
@@ -26,6 +25,7 @@ import torch
 
 from ...adapt.cache_tuning import cache_scores, collect
 from ...adapt.dyneval import DynamicEval, gradient_stats
+from ...lm import perplexity_from_nll
 from ...store.stored_numbers import compute_or_load
 
 NAME = "08-dyneval"
@@ -154,7 +154,7 @@ class Passes:
         for i, lr in enumerate(lrs):
             for j, decay in enumerate(decays):
                 g = self.grid_pass(method, lr, decay)
-                ppl[i, j] = math.exp(min(g["nll"] / g["n"], 700.0))
+                ppl[i, j] = perplexity_from_nll(g["nll"] / g["n"])
         return ppl
 
     def best(self, method: str) -> dict:

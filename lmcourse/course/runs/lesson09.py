@@ -33,6 +33,7 @@ import torch
 from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
 from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...config import seed_everything
+from ...lm import perplexity_from_nll
 from ...corpora.grammar import Params
 from ...networks.models import LMConfig, RNNLM
 from ...training.callbacks import LivePlot
@@ -180,8 +181,7 @@ def cached(inputs, best: dict) -> torch.Tensor:
 
 
 def _ppl(logp: torch.Tensor) -> float:
-    nll = -float(logp.double().mean())
-    return math.exp(nll) if nll < 709.0 else math.inf
+    return perplexity_from_nll(-float(logp.double().mean()))
 
 
 def wrappers(model, corpus, progress: Optional[bool] = False) -> dict:
