@@ -118,7 +118,7 @@ def test_step_interface_matches_score():
         state = model.advance(state, torch.stack([t, t]))
     assert torch.allclose(torch.stack(logp).double(), model.score(tokens), atol=1e-5)
     kept = model.reorder(state, torch.tensor([1]))
-    assert kept.hidden.past[0].shape[1] == 1 and kept.log_probs.shape == (1, V)
+    assert kept.inner.past[0].shape[1] == 1 and kept.log_probs.shape == (1, V)
 
 
 def test_tying_shares_one_matrix_and_counts_it_once():

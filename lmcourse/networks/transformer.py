@@ -36,9 +36,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..lm import LanguageModel
+from ..lm import register_model
 from .attention import ATTENTIONS, CausalSelfAttention, allowed_positions
-from .models import RNNLM, RNNState, SoftmaxHead
+from .base import NeuralLM
+from .models import SoftmaxHead
 
 __all__ = ["TransformerConfig", "TransformerLM", "TransformerState", "TransformerOutput", "sinusoidal_positions",
            "POSITIONS"]
@@ -173,8 +174,10 @@ class Block(nn.Module):
         return u + self.drop(self.ffn(self.ln_ffn(u))), a
 
 
-class TransformerLM(nn.Module, LanguageModel):
-    """The decoder-only Transformer of lesson 10 (see the module docstring for the equations)."""
+class TransformerLM(NeuralLM):
+    """The decoder-only Transformer of lesson 10 (see the module docstring for the equations); the
+    :class:`~lmcourse.networks.base.NeuralLM` base turns ``forward`` and ``init_state`` into the whole
+    language-model interface (its state's batch dimension is dim 1 of every tensor, as ``reorder`` expects)."""
 
     kind = "transformer"
 
@@ -241,30 +244,11 @@ class TransformerLM(nn.Module, LanguageModel):
             block.attn.keep_weights = keep
             block.attn.weights = None
 
-    def num_parameters(self) -> int:
-        """Trainable numbers, a tied matrix counted once."""
-        return sum(p.numel() for p in self.parameters())
-
-    # ------------------------------------------------------------ the LanguageModel interface
-    # The recurrent model's calls read only forward, init_state, config and vocab, so they serve here as they are.
-
-    device = RNNLM.device
-    eos = RNNLM.eos
-    stream = RNNLM.stream
-    score = RNNLM.score
-    start = RNNLM.start
-    next_log_probs = RNNLM.next_log_probs
-    advance = RNNLM.advance
-
-    def reorder(self, state: RNNState, index: torch.Tensor) -> RNNState:
-        """Keep rows ``index`` (B',) of every tensor in the state (the batch is dimension 1 of each)."""
-        index = torch.as_tensor(index, device=self.device).long()
-        inner = state.hidden
-        kept = TransformerState([p.index_select(1, index) for p in inner.past], inner.position.index_select(1, index))
-        return RNNState(kept, state.log_probs.index_select(0, index))
-
 
 def count_parameters(config: TransformerConfig) -> int:
     """The parameters of ``TransformerLM(config)``, counted on the meta device (no memory used)."""
     with torch.device("meta"):
         return TransformerLM(config).num_parameters()
+
+
+register_model(TransformerLM.kind, lambda settings: TransformerLM(TransformerConfig(**settings)))

@@ -23,7 +23,7 @@ import torch
 
 from ..adapt.cache import attention as cache_attention, check_theta
 from ..lm import check_tokens
-from ..networks.models import inference
+from ..networks.base import inference
 from .fallback import WithFallback
 
 __all__ = ["head_weights", "copy_share", "cache_copy_share", "HeadsExplorer"]
