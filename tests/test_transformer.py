@@ -172,3 +172,18 @@ def test_cuda_paths_agree():
     q, k, v = (t.cuda() for t in qkv(T=4, S=9, dtype=torch.float32))
     allowed = allowed_positions(4, 5, 3, "cuda")
     assert torch.allclose(attention_fused(q, k, v, allowed), attention_equations(q, k, v, allowed)[0], atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_trains_and_shows_its_heads():
+    from lmcourse.training.trainer import TrainConfig, Trainer
+    from lmcourse.widgets.heads_explorer import head_weights
+
+    model = small(dropout=0.1).cuda()
+    tokens = torch.randint(0, V, (400,))
+    history = Trainer(model, tokens, tokens[:100], TrainConfig(epochs=1, batch_size=4, bptt=10, lr=1e-3,
+                                                              optimizer="adam", progress=False, live_plot=False)).fit()
+    assert history.rows and model.device.type == "cuda"
+    a, h = head_weights(model, tokens[:50], chunk=7)
+    assert a.shape == (2, 4, 50, 7) and torch.allclose(a.sum(-1), torch.ones(2, 4, 50), atol=1e-5)
+
