@@ -9,7 +9,8 @@ size :math:`d` computes
 .. math::
 
     q_t = W_Q x_t, \qquad k_i = W_K x_i, \qquad v_i = W_V x_i, \qquad
-    a_{ti} = \frac{\exp(q_t \cdot k_i / \sqrt{d} + b_{t-i})}{\sum_{j \in C(t)} \exp(q_t \cdot k_j / \sqrt{d} + b_{t-j})},
+    a_{ti} = \frac{\exp(q_t \cdot k_i / \sqrt{d} + b_{t-i})}
+                  {\sum_{j \in C(t)} \exp(q_t \cdot k_j / \sqrt{d} + b_{t-j})},
     \qquad y_t = \sum_{i \in C(t)} a_{ti}\, v_i,
 
 over the positions :math:`C(t) = \{i : t - w \le i \le t\}` a language model may read: itself and at
@@ -52,7 +53,8 @@ def allowed_positions(T: int, M: int, window: Optional[int], device=None) -> tor
 
 def attention_equations(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor,
                         bias: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""``(y, a)``: :math:`a = \operatorname{softmax}(q k^\top / \sqrt d + b)` over the allowed keys, and :math:`y = a v`.
+    r"""``(y, a)``: :math:`a = \operatorname{softmax}(q k^\top / \sqrt d + b)` over the allowed keys, and
+    :math:`y = a v`.
 
     ``q`` (B, n, T, d), ``k`` and ``v`` (B, n, S, d), ``allowed`` (T, S), ``bias`` (n, T, S) or None.
     Returns ``y`` (B, n, T, d) and the weights ``a`` (B, n, T, S)."""

@@ -5,20 +5,23 @@ front of each sublayer, "pre-norm", as in Xiong et al. 2020)
 
 .. math::
 
-    x^{(0)}_t = \sqrt{E}\, E[x_t] + P_t, \qquad
+    x^{(0)}_t = \sqrt{E}\, e_{x_t} + P_t, \qquad
     u_t = x^{(\ell-1)}_t + \mathrm{Attn}_\ell\big(\mathrm{LN}(x^{(\ell-1)})\big)_t, \qquad
     x^{(\ell)}_t = u_t + W_2\,\mathrm{GELU}(W_1\,\mathrm{LN}(u_t) + c_1) + c_2,
 
     p(x_{t+1} \mid x_{\le t}) = \operatorname{softmax}(W\, \mathrm{LN}(x^{(L)}_t) + b),
 
-with :math:`W` the embedding :math:`E` when tied (Press & Wolf 2017; Inan et al. 2017), and dropout
-on the embeddings and on each sublayer's output before it is added. Each position attends to itself
+with :math:`e_w` the word vectors (E numbers each, the rows of the embedding), :math:`W` those same
+rows when tied (Press & Wolf 2017; Inan et al. 2017; with ``head_size`` d, read through a map to d
+numbers as in :class:`~lmcourse.networks.models.SoftmaxHead`), and dropout on the embeddings and on
+each sublayer's output before it is added. Each position attends to itself
 and the ``window`` positions before it (:mod:`lmcourse.networks.attention`). Positions are either
 ``sinusoidal`` (the word vectors scaled by :math:`\sqrt{E}` so that the positions do not drown them),
 :math:`P_{t,2i} = \sin(t / 10000^{2i/E})`, :math:`P_{t,2i+1} = \cos(t / 10000^{2i/E})`
 of the position :math:`t` in the stream (Vaswani et al. 2017, Section 3.5), or ``learned``: no
-:math:`P` and no scaling, and instead a learned bias per head and distance :math:`b_{t-i}` added to the attention
-scores (relative positions, in the spirit of Dai et al. 2019), which a stream of any length can use.
+:math:`P` and no scaling, and instead a learned bias per head and distance :math:`b_{t-i}` added to
+the attention scores (relative positions, in the spirit of Dai et al. 2019), which a stream of any
+length can use.
 
 **State.** An LSTM carries (h, c); this model carries what it may still attend to: for each layer the
 normalised inputs of the last ``window`` positions (keys and values are computed from them), and the
@@ -87,9 +90,11 @@ class TransformerConfig:
         for name in ("dropout", "attn_dropout"):
             p = getattr(self, name)
             if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-                raise ValueError(f"TransformerConfig.{name}={p!r} is not a dropout probability: give a number in [0, 1).")
+                raise ValueError(f"TransformerConfig.{name}={p!r} is not a dropout probability: "
+                                 "give a number in [0, 1).")
         if self.positions not in POSITIONS:
-            raise ValueError(f"TransformerConfig.positions={self.positions!r} is unknown: use 'sinusoidal' or 'learned'.")
+            raise ValueError(f"TransformerConfig.positions={self.positions!r} is unknown: "
+                             "use 'sinusoidal' or 'learned'.")
         if self.attention not in ATTENTIONS:
             raise ValueError(f"TransformerConfig.attention={self.attention!r} is unknown: use 'fused' or 'equations'.")
         if not isinstance(self.tie, bool):
@@ -124,7 +129,8 @@ class TransformerOutput(NamedTuple):
 
 
 def sinusoidal_positions(t: torch.Tensor, size: int) -> torch.Tensor:  # (T, B) -> (T, B, size)
-    r""":math:`P_{t,2i} = \sin(t\,\omega_i)`, :math:`P_{t,2i+1} = \cos(t\,\omega_i)`, :math:`\omega_i = 10000^{-2i/E}`."""
+    r""":math:`P_{t,2i} = \sin(t\,\omega_i)`, :math:`P_{t,2i+1} = \cos(t\,\omega_i)`,
+    :math:`\omega_i = 10000^{-2i/E}`."""
     omega = torch.exp(torch.arange(0, size, 2, device=t.device) * (-math.log(10000.0) / size))  # (ceil(E/2),)
     angle = t.unsqueeze(-1).to(omega.dtype) * omega  # (T, B, ceil(E/2))
     return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)[..., :size]  # (T, B, E)
@@ -155,7 +161,8 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    r"""One pre-norm block: :math:`u = x + \mathrm{Attn}(\mathrm{LN}(x))`, :math:`x' = u + \mathrm{FFN}(\mathrm{LN}(u))`."""
+    r"""One pre-norm block: :math:`u = x + \mathrm{Attn}(\mathrm{LN}(x))`,
+    :math:`x' = u + \mathrm{FFN}(\mathrm{LN}(u))`."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()

@@ -110,7 +110,8 @@ class HeadsExplorer:
         """Row 0: the cache's weight on the input at each distance (the cache's position i - 1 stores the vector
         whose next word is the input u_i, so it is drawn over that input); then each head's."""
         if not 1 <= t < len(self.tokens):
-            raise ValueError(f"t={t} is outside the stream of {len(self.tokens)} positions: pick 1 .. {len(self.tokens) - 1}.")
+            raise ValueError(f"t={t} is outside the stream of {len(self.tokens)} positions: "
+                             f"pick 1 .. {len(self.tokens) - 1}.")
         w = self.window
         positions, a = cache_attention(self.h, t, self.theta, w)  # keys i < t; its vote is the input u_{i + 1}
         cache = torch.zeros(w + 1)
