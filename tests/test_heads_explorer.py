@@ -69,7 +69,7 @@ def test_the_explorer_draws_the_cache_and_every_head():
     with pytest.raises(ValueError, match="outside the stream of 60 positions"):
         explorer.grid(60)
     shown = explorer.widget(20)
-    assert shown.png and shown.png.startswith(b"\x89PNG")
+    assert isinstance(shown.png, bytes) and shown.png.startswith(b"\x89PNG")
 
 
 def test_allowed_positions_of_the_explorer_follow_the_model_window():

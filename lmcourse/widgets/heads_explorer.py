@@ -158,5 +158,5 @@ class HeadsExplorer:
 
         box.observe(redraw, names="value")
         redraw()
-        return WithFallback(w.VBox([box, out]), png=out.value,
+        return WithFallback(w.VBox([box, out]), png=bytes(out.value),
                             text=f"(the heads beside the cache at position {int(t):,}: it moves with a running kernel)")
