@@ -18,20 +18,23 @@ tokens back, and the state carries them across batches.
 """
 from __future__ import annotations
 
+import json
 import math
 from typing import Optional
 
 import torch
 
 from ...config import seed_everything
+from ...lm import perplexity
 from ...networks.transformer import TransformerConfig, TransformerLM
+from ...store.stored_numbers import compute_or_load
 from ...store.stored_runs import CachedRun, train_or_load
 from ...training.callbacks import LivePlot
 from ...training.trainer import Trainer, TrainConfig
 from . import lesson09 as ladder
 
-__all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "transformer_settings", "model_config", "train_transformer",
-           "epochs_for_time"]
+__all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "transformer_settings", "model_config", "fit",
+           "train_transformer", "equal_time_numbers", "epochs_for_time", "wrapper_settings"]
 
 SEEDS = ladder.SEEDS
 BUDGETS = ("equal parameters", "equal time")
@@ -74,25 +77,43 @@ def train_config(settings: dict, **shown) -> TrainConfig:
                        seed=s["seed"], lr_decay=b["lr_decay"], warmup=b["warmup"], **s["train"], **shown)
 
 
+def fit(settings: dict, corpus, floor: Optional[float] = None, plot: bool = True, progress: Optional[bool] = None):
+    """Train one Transformer run from its seed on one thread: ``(model, history)``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        seed_everything(settings["seed"])
+        lm = TransformerLM(model_config(settings, len(corpus.vocab)))
+        lm.vocab = corpus.vocab
+        config = train_config(settings, progress=progress, live_plot=plot)
+        callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
+        return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
+    finally:
+        torch.set_num_threads(threads)
+
+
 def train_transformer(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
                       plot: bool = True, progress: Optional[bool] = None) -> CachedRun:
-    """Train one Transformer run on one thread (or load it: the committed reference run, then the user's cache)."""
-    def fit():
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            seed_everything(settings["seed"])
-            lm = TransformerLM(model_config(settings, len(corpus.vocab)))
-            lm.vocab = corpus.vocab
-            config = train_config(settings, progress=progress, live_plot=plot)
-            callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
-            return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
-        finally:
-            torch.set_num_threads(threads)
-
-    run = train_or_load("10-transformer", settings, fit, corpus.vocab, retrain=retrain)
+    """Train one Transformer run (or load it: the committed reference run, then the user's cache)."""
+    run = train_or_load("10-transformer", settings, lambda: fit(settings, corpus, floor, plot, progress), corpus.vocab,
+                        retrain=retrain)
     run.model.vocab = corpus.vocab
     return run
+
+
+def equal_time_numbers(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
+                       plot: bool = True, progress: Optional[bool] = None) -> dict:
+    """An equal-time run's numbers, its weights not kept (the lesson reads only these): its validation and test
+    perplexity and its history, as ``{"valid", "test", "history"}``; stored like the runs."""
+    def compute() -> dict:
+        model, history = fit(settings, corpus, floor, plot, progress)
+        model.eval()
+        rows = list(getattr(history, "rows", history))
+        return {"json": json.dumps({"valid": perplexity(model, corpus.valid), "test": perplexity(model, corpus.test),
+                                    "history": rows})}
+
+    found = compute_or_load("10-equal-time", settings, compute, corpus.vocab, recompute=retrain)
+    return json.loads(found["json"])
 
 
 def epochs_for_time(target_seconds: float, seconds_per_epoch: float) -> int:
@@ -111,7 +132,12 @@ def wrapper_settings(seed: int, shared: dict, scale: str) -> dict:
 
 def _trained(scale: str) -> list:
     shared = ladder.shared_settings(scale)
-    return [transformer_settings(budget, seed, shared, scale) for budget in BUDGETS for seed in SEEDS]
+    return [transformer_settings("equal parameters", seed, shared, scale) for seed in SEEDS]
+
+
+def _equal_time(scale: str) -> list:
+    shared = ladder.shared_settings(scale)
+    return [transformer_settings("equal time", seed, shared, scale) for seed in SEEDS]
 
 
 def _wrapped(scale: str) -> list:
@@ -119,4 +145,4 @@ def _wrapped(scale: str) -> list:
     return [wrapper_settings(seed, shared, scale) for seed in SEEDS]
 
 
-RUNS = {"10-transformer": _trained, "10-wrappers": _wrapped}
+RUNS = {"10-transformer": _trained, "10-equal-time": _equal_time, "10-wrappers": _wrapped}
