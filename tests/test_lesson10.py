@@ -9,11 +9,12 @@ from lmcourse.networks.transformer import count_parameters
 
 
 @pytest.mark.parametrize("V", [1599, 10_000])
-def test_the_transformer_has_the_awd_rungs_parameters_within_one_percent_at_cpu(V):
-    shared = L9.shared_settings("cpu")
+@pytest.mark.parametrize("scale", ["cpu", "gpu"])
+def test_the_transformer_has_the_awd_rungs_parameters_within_one_percent(scale, V):
+    shared = L9.shared_settings(scale)
     with torch.device("meta"):  # sizes only, no memory
         awd = RNNLM(L9.model_config(L9.rung_settings("AWD recipe", 0, shared), V)).num_parameters()
-    ours = count_parameters(L10.model_config(L10.transformer_settings("equal parameters", 0, shared, "cpu"), V))
+    ours = count_parameters(L10.model_config(L10.transformer_settings("equal parameters", 0, shared, scale), V))
     assert abs(ours / awd - 1) < 0.01, (ours, awd)
 
 

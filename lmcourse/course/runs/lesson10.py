@@ -44,7 +44,7 @@ BUDGETS = ("equal parameters", "equal time")
 TRANSFORMER = {
     "ci": dict(layers=1, heads=2, ffn=16, lr=3e-3, warmup=10, lr_decay=2.0, positions="learned"),
     "cpu": dict(layers=1, heads=4, ffn=128, lr=3e-3, warmup=100, lr_decay=2.0, positions="learned"),
-    "gpu": dict(layers=2, heads=4, ffn=256, lr=1e-3, warmup=200, lr_decay=2.0, positions="learned"),
+    "gpu": dict(layers=2, heads=4, ffn=512, lr=1e-3, warmup=200, lr_decay=2.0, positions="learned"),
 }
 EPOCHS_EQUAL_TIME = {"ci": 1, "cpu": 31, "gpu": 40}
 # What the Transformer takes of the ladder's shared settings (the rest are the LSTM's: its width, rate, experts).
