@@ -113,6 +113,11 @@ _add("awd-code", "Salesforce Research", 2017, "awd-lstm-lm: the AWD-LSTM code (R
      "GitHub", "https://github.com/salesforce/awd-lstm-lm", "awd-lstm-lm code")
 _add("mos-code", "Yang, Dai", 2018, "mos: the mixture-of-softmaxes code (README, model.py)", "GitHub",
      "https://github.com/zihangdai/mos", "mos code")
+_add("vaswani2017", "Vaswani, Shazeer, Parmar, Uszkoreit, Jones, Gomez, Kaiser, Polosukhin", 2017,
+     "Attention is all you need", "NeurIPS 2017", "https://arxiv.org/abs/1706.03762", "Vaswani et al. 2017")
+_add("xiong2020", "Xiong, Yang, He, Zheng, Zheng, Xing, Zhang, Lan, Wang, Liu", 2020,
+     "On layer normalization in the Transformer architecture", "ICML 2020", "https://arxiv.org/abs/2002.04745",
+     "Xiong et al. 2020")
 _add("dyneval-code", "Krause", 2018, "dynamic-evaluation: the code (README, dynamiceval.py)", "GitHub",
      "https://github.com/benkrause/dynamic-evaluation", "dynamic-evaluation code")
 

@@ -1,6 +1,6 @@
-"""The neural-model contract of lmcourse.lm: a model that is not an RNNLM (a GRU language model
-written here) trains, checkpoints, resumes bit for bit, is scored under the neural cache and
-dynamic evaluation, and generates text, with nothing in training/ or adapt/ knowing its class."""
+"""The neural-model contract of lmcourse.lm: models that are not an RNNLM (a GRU language model
+written here, and lesson 10's Transformer) train, checkpoint, resume bit for bit, are scored under the
+neural cache and dynamic evaluation, and generate text, with nothing in training/ or adapt/ knowing their class."""
 import copy
 import math
 import re
@@ -20,6 +20,7 @@ from lmcourse.errors import CheckpointError
 from lmcourse.lm import MAX_LOG, check_neural, perplexity_from_nll, register_model
 from lmcourse.networks import generate
 from lmcourse.networks.base import NeuralLM
+from lmcourse.networks.transformer import TransformerConfig, TransformerLM
 from lmcourse.training.checkpoint import load_checkpoint, save_checkpoint
 from lmcourse.training.trainer import TrainConfig, Trainer
 from lmcourse.vocab import Vocab
@@ -90,6 +91,16 @@ def gru(seed=0) -> GRULM:
     return model
 
 
+def transformer(seed=0) -> TransformerLM:
+    torch.manual_seed(seed)
+    model = TransformerLM(TransformerConfig(V, emb_size=8, n_heads=2, ffn_size=16, window=6, dropout=0.1))
+    model.vocab = Vocab(["<eos>"] + [f"w{i}" for i in range(V - 1)])
+    return model
+
+
+MAKERS = {"gru": gru, "transformer": transformer}
+
+
 def settings(**kw) -> TrainConfig:
     cfg = dict(epochs=3, batch_size=10, eval_batch_size=5, bptt=10, lr=2.0, optimizer="ntasgd", nonmono=1,
                variable_bptt=True, progress=False, live_plot=False)
@@ -102,17 +113,22 @@ def fit(model, resume=False, **kw):
         return Trainer(model, TRAIN, VALID, settings(**kw)).fit(resume=resume)
 
 
+@pytest.fixture(scope="module", params=sorted(MAKERS))
+def make(request):
+    return MAKERS[request.param]
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gru")
-    model = gru()
+def trained(tmp_path_factory, make):
+    out = tmp_path_factory.mktemp("run")
+    model = make()
     history = fit(model, out_dir=out)
     return model, history, out
 
 
-def test_the_gru_keeps_the_contract_and_others_are_told_what_they_lack():
+def test_the_model_keeps_the_contract_and_others_are_told_what_they_lack(make):
     for purpose in ("train", "checkpoint", "cache", "dyneval"):
-        check_neural(gru(), purpose)
+        check_neural(make(), purpose)
     for purpose, who in (("train", "Trainer"), ("checkpoint", "checkpoint"), ("dyneval", "DynamicEval")):
         with pytest.raises(TypeError, match=who) as err:
             check_neural(nn.Linear(2, 2), purpose)
@@ -138,7 +154,7 @@ def test_no_class_test_is_left_in_training_or_adapt():
     assert re.search(r"isinstance\([^)]*RNNLM", "if not isinstance(model, RNNLM):")  # the pattern does catch one
 
 
-def test_the_gru_trains(trained):
+def test_the_model_trains(trained):
     _, history, _ = trained
     assert history.stop_reason == "completed" and len(history.rows) == 3
     assert history.best["valid_ppl"] < 0.5 * history.start["valid_ppl"]  # a uniform guess: 12; the cycle: ~2
@@ -149,38 +165,38 @@ def test_ar_and_tar_need_the_layers_outputs():
         fit(gru(), epochs=1, alpha=2.0)
 
 
-def test_the_gru_checkpoints_and_loads_as_itself(trained, tmp_path):
+def test_the_model_checkpoints_and_loads_as_itself(trained, tmp_path):
     model, history, out = trained
-    path = save_checkpoint(tmp_path / "gru.pt", model, history=history)
+    path = save_checkpoint(tmp_path / "model.pt", model, history=history)
     loaded, info = load_checkpoint(path, map_location="cpu")
-    assert type(loaded) is GRULM and info["kind"] == "test-gru" and info["config"] == model.config
+    assert type(loaded) is type(model) and info["kind"] == model.kind and info["config"] == model.config
     assert torch.equal(loaded.score(VALID), model.score(VALID))
     best, _ = load_checkpoint(out / "best.pt", map_location="cpu")  # the run's own best weights
-    assert type(best) is GRULM and torch.equal(best.score(VALID), model.score(VALID))
+    assert type(best) is type(model) and torch.equal(best.score(VALID), model.score(VALID))
 
 
 def test_an_unknown_kind_is_one_sentence_naming_the_known_ones(trained, tmp_path):
     model, _, _ = trained
-    path = save_checkpoint(tmp_path / "gru.pt", model)
+    path = save_checkpoint(tmp_path / "model.pt", model)
     with mock.patch.dict(lm.MODELS, clear=False):
-        del lm.MODELS["test-gru"]
-        with pytest.raises(CheckpointError, match=r"kind 'test-gru'.*known: .*rnnlm") as err:
+        del lm.MODELS[model.kind]
+        with pytest.raises(CheckpointError, match=rf"kind '{model.kind}'.*known: .*rnnlm") as err:
             load_checkpoint(path)
     assert "\n" not in str(err.value) and str(err.value).endswith(".")
 
 
-def test_the_gru_resumes_bit_for_bit(trained, tmp_path):
+def test_the_model_resumes_bit_for_bit(trained, make, tmp_path):
     straight, _, _ = trained
-    first = gru()
+    first = make()
     fit(first, out_dir=tmp_path, epochs=2)
-    again = gru(seed=5)  # other starting weights: every number must come from last.pt
+    again = make(seed=5)  # other starting weights: every number must come from last.pt
     history = fit(again, resume=True, out_dir=tmp_path)
     assert [row["epoch"] for row in history.rows] == [1, 2, 3]
     for (name, a), b in zip(straight.state_dict().items(), again.state_dict().values()):
         assert torch.equal(a, b), f"{name} differs from the uninterrupted run's"
 
 
-def test_the_gru_is_scored_under_the_cache(trained):
+def test_the_model_is_scored_under_the_cache(trained):
     model, _, _ = trained
     assert torch.equal(NeuralCache(model, lam=0.0).score(VALID), model.score(VALID))
     cached = NeuralCache(model, theta=1.0, lam=0.3, window=50)
@@ -196,11 +212,11 @@ def test_the_gru_is_scored_under_the_cache(trained):
     assert torch.allclose(glob.next_log_probs(state).exp().sum(1), torch.ones(2), atol=1e-5)
 
 
-def test_the_gru_is_scored_under_dynamic_evaluation(trained):
+def test_the_model_is_scored_under_dynamic_evaluation(trained):
     model, _, _ = trained
     before = {k: v.clone() for k, v in model.state_dict().items()}
     dyn = DynamicEval(model, "sgd", lr=0.5, decay=0.0, bptt=5)
-    scores, static = dyn.score(VALID), model.score(VALID)
+    scores, static = dyn.score(VALID), model.score(VALID, bptt=5)  # read in the same segments of 5
     assert torch.allclose(scores[:5], static[:5], rtol=0, atol=1e-10)  # segment 1: the trained weights
     assert not torch.allclose(scores[5:10], static[5:10], rtol=0, atol=1e-6)  # then the adapted ones
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # the model is not changed
@@ -216,7 +232,7 @@ def test_the_gru_is_scored_under_dynamic_evaluation(trained):
     assert torch.allclose(under_both, scores, rtol=0, atol=1e-10)
 
 
-def test_the_gru_generates(trained):
+def test_the_model_generates(trained):
     model, _, _ = trained
     rows = generate.sample(model, max_tokens=8, num_samples=3, seed=1)
     assert len(rows) == 3 and all(len(r) == 8 and all(0 <= t < V for t in r) for r in rows)

@@ -184,7 +184,7 @@ processEscapes: true}}, messageStyle: "none"}});</script>
     note = "" if mathjax else "<p><em>MathJax was not installed when this site was built: formulas show as TeX.</em></p>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>lmcourse: neural language models, from n-grams to the neural cache</title>
+<title>lmcourse: neural language models, from n-grams to attention</title>
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 52rem; margin: 2rem auto; padding: 0 1rem; color: #222;
         line-height: 1.5; }}
@@ -192,7 +192,7 @@ li {{ margin-bottom: 1rem; }} li a {{ font-weight: 600; font-size: 1.1rem; }} li
 code {{ background: #f3f3f3; padding: 0 3px; }}
 </style>{math}</head>
 <body>
-<h1>Neural language models, from n-grams to the neural cache</h1>
+<h1>Neural language models, from n-grams to attention</h1>
 <p>{len(pages)} lessons, each a notebook with its outputs as stored. {ran} To run them yourself, clone the
 repository and run <code>make lab</code>; the sliders and boxes shown here as pictures move there.</p>
 {note}

@@ -28,7 +28,7 @@ def lessons(names: Sequence[str] = (), folder: Path = NOTEBOOKS) -> list[Path]:
         path = Path(name)
         if path.suffix == ".ipynb":
             if not path.is_file():
-                raise FileNotFoundError(f"There is no notebook {name}: give a lesson number (1-9) or a path to "
+                raise FileNotFoundError(f"There is no notebook {name}: give a lesson number (1-10) or a path to "
                                         "an .ipynb file.")
             chosen.append(path)
             continue

@@ -1,0 +1,148 @@
+r"""Lesson 10's Transformer on lesson 09's ladder: the same corpus variant, batch, window and epochs.
+
+The rung it is set beside is the ladder's "AWD recipe" (:mod:`lmcourse.course.runs.lesson09`): one LSTM layer
+of 64 units, E = 64 tied, a head of d = 16. The Transformer (:mod:`lmcourse.networks.transformer`) is
+sized to the same number of parameters: the same tied embedding and head (``head_size`` d), and one
+pre-norm block of width E = 64 with 4 heads and a feed-forward layer of 128 units, which together
+take the LSTM layer's share. Two budgets, each over the ladder's three seeds:
+
+- ``equal parameters``: the ladder's epochs (40 at ``cpu``);
+- ``equal time``: as many epochs as fit in the AWD rung's training time, from one epoch of each timed
+  in turn on one thread (``benchmarks/bench_transformer_time.py``; :data:`EPOCHS_EQUAL_TIME`), since
+  a run's own seconds on a shared machine say as much about the load as about the model.
+
+The Transformer is trained with Adam and a warm-up (its usual optimizer; the recurrent rungs' SGD at
+rate 8 is tuned for an LSTM), the rate halved when validation stalls, and dropout at the ladder's
+output-dropout rate. Its window is the ladder's BPTT length: each token reads at most ``bptt``
+tokens back, and the state carries them across batches.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Optional
+
+import torch
+
+from ...config import seed_everything
+from ...lm import perplexity
+from ...networks.transformer import TransformerConfig, TransformerLM
+from ...store.stored_numbers import compute_or_load
+from ...store.stored_runs import CachedRun, train_or_load
+from ...training.callbacks import LivePlot
+from ...training.trainer import Trainer, TrainConfig
+from . import lesson09 as ladder
+
+__all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "transformer_settings", "model_config", "fit",
+           "train_transformer", "equal_time_numbers", "epochs_for_time", "wrapper_settings"]
+
+SEEDS = ladder.SEEDS
+BUDGETS = ("equal parameters", "equal time")
+# The block's sizes by scale (E and d are the ladder's). EPOCHS_EQUAL_TIME at cpu: the AWD rung's 40 epochs
+# measured against the Transformer's, one epoch of each in turn on one thread (benchmarks/bench_transformer_time.py:
+# medians 4.10 s and 5.21 s an epoch, so 40 x 0.79 = 31.5); a run's own seconds on a shared machine tell its load.
+TRANSFORMER = {
+    "ci": dict(layers=1, heads=2, ffn=16, lr=3e-3, warmup=10, lr_decay=2.0, positions="learned"),
+    "cpu": dict(layers=1, heads=4, ffn=128, lr=3e-3, warmup=100, lr_decay=2.0, positions="learned"),
+    "gpu": dict(layers=2, heads=4, ffn=512, lr=1e-3, warmup=200, lr_decay=2.0, positions="learned"),
+}
+EPOCHS_EQUAL_TIME = {"ci": 1, "cpu": 31, "gpu": 40}
+# What the Transformer takes of the ladder's shared settings (the rest are the LSTM's: its width, rate, experts).
+SHARED_FIELDS = ("corpus", "emb", "d", "epochs", "batch", "bptt", "clip", "dropout_scale")
+
+
+def transformer_settings(budget: str, seed: int, shared: dict, scale: str) -> dict:
+    """The full settings of one Transformer run: the ladder's shared settings at ``scale``, the block, the budget."""
+    if budget not in BUDGETS:
+        raise ValueError(f"{budget!r} is not a budget of lesson 10: pick one of {', '.join(BUDGETS)}.")
+    block = dict(TRANSFORMER[scale])
+    epochs = shared["epochs"] if budget == "equal parameters" else EPOCHS_EQUAL_TIME[scale]
+    dropout = round(ladder.AWD_PTB_DROPOUTS["dropout"] * shared["dropout_scale"], 6)
+    shared = {k: v for k, v in shared.items() if k in SHARED_FIELDS}
+    return dict(shared, rung=f"Transformer, {budget}", budget=budget, seed=seed, epochs=epochs, block=block,
+                model=dict(tie=True, dropout=dropout), train=dict(optimizer="adam"))
+
+
+def model_config(settings: dict, vocab_size: int) -> TransformerConfig:
+    """The Transformer of ``settings``: width ``emb``, head of dimension ``d``, window ``bptt``."""
+    s, b = settings, settings["block"]
+    return TransformerConfig(vocab_size=vocab_size, emb_size=s["emb"], num_layers=b["layers"], n_heads=b["heads"],
+                             ffn_size=b["ffn"], window=s["bptt"], positions=b["positions"],
+                             head_size=None if s["d"] == s["emb"] else s["d"], **s["model"])
+
+
+def train_config(settings: dict, **shown) -> TrainConfig:
+    s, b = settings, settings["block"]
+    return TrainConfig(epochs=s["epochs"], lr=b["lr"], batch_size=s["batch"], bptt=s["bptt"], clip=s["clip"],
+                       seed=s["seed"], lr_decay=b["lr_decay"], warmup=b["warmup"], **s["train"], **shown)
+
+
+def fit(settings: dict, corpus, floor: Optional[float] = None, plot: bool = True, progress: Optional[bool] = None):
+    """Train one Transformer run from its seed on one thread: ``(model, history)``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        seed_everything(settings["seed"])
+        lm = TransformerLM(model_config(settings, len(corpus.vocab)))
+        lm.vocab = corpus.vocab
+        config = train_config(settings, progress=progress, live_plot=plot)
+        callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
+        return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def train_transformer(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
+                      plot: bool = True, progress: Optional[bool] = None) -> CachedRun:
+    """Train one Transformer run (or load it: the committed reference run, then the user's cache)."""
+    run = train_or_load("10-transformer", settings, lambda: fit(settings, corpus, floor, plot, progress), corpus.vocab,
+                        retrain=retrain)
+    run.model.vocab = corpus.vocab
+    return run
+
+
+def equal_time_numbers(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
+                       plot: bool = True, progress: Optional[bool] = None) -> dict:
+    """An equal-time run's numbers, its weights not kept (the lesson reads only these): its validation and test
+    perplexity and its history, as ``{"valid", "test", "history"}``; stored like the runs."""
+    def compute() -> dict:
+        model, history = fit(settings, corpus, floor, plot, progress)
+        model.eval()
+        rows = list(getattr(history, "rows", history))
+        return {"json": json.dumps({"valid": perplexity(model, corpus.valid), "test": perplexity(model, corpus.test),
+                                    "history": rows})}
+
+    found = compute_or_load("10-equal-time", settings, compute, corpus.vocab, recompute=retrain)
+    return json.loads(found["json"])
+
+
+def epochs_for_time(target_seconds: float, seconds_per_epoch: float) -> int:
+    """The whole epochs that fit in ``target_seconds`` at ``seconds_per_epoch`` (at least one)."""
+    if not (math.isfinite(seconds_per_epoch) and seconds_per_epoch > 0):
+        raise ValueError(f"seconds_per_epoch must be a positive number, got {seconds_per_epoch!r}.")
+    return max(1, int(target_seconds // seconds_per_epoch))
+
+
+def wrapper_settings(seed: int, shared: dict, scale: str) -> dict:
+    """What decides the wrappers' numbers over one seed's Transformer at equal parameters: its settings and the
+    ladder's grids (the cache and dynamic evaluation are tuned exactly as lesson 09 tunes them over MoS)."""
+    return dict(transformer_settings("equal parameters", seed, shared, scale),
+                wrappers=dict(cache=ladder.CACHE_GRID, dyneval=ladder.DYN_GRID))
+
+
+def _trained(scale: str) -> list:
+    shared = ladder.shared_settings(scale)
+    return [transformer_settings("equal parameters", seed, shared, scale) for seed in SEEDS]
+
+
+def _equal_time(scale: str) -> list:
+    shared = ladder.shared_settings(scale)
+    return [transformer_settings("equal time", seed, shared, scale) for seed in SEEDS]
+
+
+def _wrapped(scale: str) -> list:
+    shared = ladder.shared_settings(scale)
+    return [wrapper_settings(seed, shared, scale) for seed in SEEDS]
+
+
+RUNS = {"10-transformer": _trained, "10-equal-time": _equal_time, "10-wrappers": _wrapped}

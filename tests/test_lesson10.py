@@ -1,0 +1,42 @@
+"""Lesson 10's runs: the Transformer sized to the AWD rung's parameters, its budgets, and their declaration."""
+import pytest
+import torch
+
+from lmcourse.course import registry
+from lmcourse.course.runs import lesson09 as L9, lesson10 as L10
+from lmcourse.networks.models import RNNLM
+from lmcourse.networks.transformer import count_parameters
+
+
+@pytest.mark.parametrize("V", [1599, 10_000])
+@pytest.mark.parametrize("scale", ["cpu", "gpu"])
+def test_the_transformer_has_the_awd_rungs_parameters_within_one_percent(scale, V):
+    shared = L9.shared_settings(scale)
+    with torch.device("meta"):  # sizes only, no memory
+        awd = RNNLM(L9.model_config(L9.rung_settings("AWD recipe", 0, shared), V)).num_parameters()
+    ours = count_parameters(L10.model_config(L10.transformer_settings("equal parameters", 0, shared, scale), V))
+    assert abs(ours / awd - 1) < 0.01, (ours, awd)
+
+
+def test_the_budgets_differ_only_in_epochs():
+    shared = L9.shared_settings("cpu")
+    a, b = (L10.transformer_settings(budget, 1, shared, "cpu") for budget in L10.BUDGETS)
+    assert a["epochs"] == shared["epochs"] and b["epochs"] == L10.EPOCHS_EQUAL_TIME["cpu"]
+    assert {k: v for k, v in a.items() if k not in ("epochs", "budget", "rung")} == \
+        {k: v for k, v in b.items() if k not in ("epochs", "budget", "rung")}
+    assert "hidden" not in a and L10.model_config(a, 100).window == shared["bptt"]  # the window is the BPTT length
+    with pytest.raises(ValueError, match="not a budget of lesson 10"):
+        L10.transformer_settings("equal luck", 0, shared, "cpu")
+
+
+def test_epochs_for_time():
+    assert L10.epochs_for_time(65.0, 2.0) == 32 and L10.epochs_for_time(1.0, 5.0) == 1
+    with pytest.raises(ValueError, match="seconds_per_epoch must be a positive number"):
+        L10.epochs_for_time(65.0, 0.0)
+
+
+@pytest.mark.parametrize("scale", ["ci", "cpu", "gpu"])
+def test_every_run_is_declared_once_per_seed(scale):
+    for name in ("10-transformer", "10-equal-time", "10-wrappers"):
+        declared = registry.settings(name, scale)
+        assert [s["seed"] for s in declared] == list(L10.SEEDS), name
