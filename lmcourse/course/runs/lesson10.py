@@ -24,7 +24,7 @@ from typing import Optional
 
 import torch
 
-from ... import config
+from ... import config as global_config
 from ...config import seed_everything
 from ...lm import perplexity
 from ...networks.transformer import TransformerConfig, TransformerLM
@@ -106,9 +106,14 @@ def train_transformer(settings: dict, corpus, floor: Optional[float] = None, ret
 
     ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key."""
     run = train_or_load("10-transformer", settings, lambda: fit(settings, corpus, floor, plot, progress), corpus.vocab,
-                        retrain=retrain, **_where(scale, dataset))
+                        retrain=retrain, **_key_parts(scale, dataset))
     run.model.vocab = corpus.vocab
     return run
+
+
+def _key_parts(scale: Optional[str], dataset) -> dict:
+    """The scale and dataset a stored result is keyed by: the ones given, else the current ones."""
+    return {"scale": scale or global_config.SCALE, "dataset": global_config.DATASET if dataset is None else dataset}
 
 
 def equal_time_numbers(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
@@ -123,13 +128,9 @@ def equal_time_numbers(settings: dict, corpus, floor: Optional[float] = None, re
         return {"json": json.dumps({"valid": perplexity(model, corpus.valid), "test": perplexity(model, corpus.test),
                                     "history": rows})}
 
-    found = compute_or_load("10-equal-time", settings, compute, corpus.vocab, recompute=retrain, **_where(scale, dataset))
+    found = compute_or_load("10-equal-time", settings, compute, corpus.vocab, recompute=retrain,
+                            **_key_parts(scale, dataset))
     return json.loads(found["json"])
-
-
-def _where(scale: Optional[str], dataset) -> dict:
-    """The stored results' scale and dataset: the given ones, else the current ones."""
-    return dict(scale=scale or config.SCALE, dataset=config.DATASET if dataset is None else dataset)
 
 
 def epochs_for_time(target_seconds: float, seconds_per_epoch: float) -> int:
