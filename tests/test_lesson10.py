@@ -40,3 +40,20 @@ def test_every_run_is_declared_once_per_seed(scale):
     for name in ("10-transformer", "10-equal-time", "10-wrappers"):
         declared = registry.settings(name, scale)
         assert [s["seed"] for s in declared] == list(L10.SEEDS), name
+
+
+def test_the_wrappers_tune_dynamic_evaluation_over_lesson_10s_own_rates(monkeypatch):
+    from lmcourse.networks.transformer import TransformerLM
+
+    shared = L9.shared_settings("ci")
+    assert L10.wrapper_settings(0, shared, "ci")["wrappers"]["dyneval"] == L10.DYN_GRID
+    assert min(L10.DYN_GRID["lrs"]) < min(L9.DYN_GRID["lrs"])  # it reaches below the ladder's grid
+    corpus = L9.ladder_corpus(L9.ladder_params("ci"))
+    torch.manual_seed(0)
+    model = TransformerLM(L10.model_config(L10.transformer_settings("equal parameters", 0, shared, "ci"),
+                                           len(corpus.vocab))).eval()
+    model.vocab = corpus.vocab
+    rate = 2e-7  # on neither grid: only a grid handed down through L10.wrappers can choose it
+    monkeypatch.setattr(L10, "DYN_GRID", dict(L10.DYN_GRID, lrs=[rate], decays=[0.0], tune_tokens=300))
+    notes = L10.wrappers(model, corpus)["notes"]
+    assert notes["+ dynamic evaluation"]["lr"] == rate and notes["all together"]["lr"] == rate

@@ -187,16 +187,17 @@ def _ppl(logp: torch.Tensor) -> float:
     return perplexity_from_nll(-float(logp.double().mean()))
 
 
-def wrappers(model, corpus, progress: Optional[bool] = False) -> dict:
+def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional[dict] = None) -> dict:
     """The three test-time rungs over ``model``, tuned on validation text: their perplexities, their
-    settings, and the log-probability of every test token under each (and under ``model`` alone)."""
+    settings, and the log-probability of every test token under each (and under ``model`` alone).
+    ``dyn_grid``: dynamic evaluation's grid, :data:`DYN_GRID` by default."""
     static = {split: collect(model, getattr(corpus, split), progress=progress) for split in ("valid", "test")}
     best = best_cache(static["valid"], progress)
     scored = {s: cached(static[s], best) for s in static}
     log_p = {"MoS": static["test"].log_p.float(), "+ cache": scored["test"].float()}
     out = {"+ cache": {s: _ppl(scored[s]) for s in scored}}
     notes = {"+ cache": best}
-    d = DYN_GRID
+    d = DYN_GRID if dyn_grid is None else dyn_grid
     stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"])
     tune = corpus.valid[:d["tune_tokens"]]
     alone, joint = {}, {}  # (lr, decay) -> validation perplexity: dynamic evaluation alone; with its best cache
@@ -207,12 +208,12 @@ def wrappers(model, corpus, progress: Optional[bool] = False) -> dict:
             alone[lr, decay] = seen.ppl()
             joint[lr, decay] = best_cache(seen, progress)
     lr, decay = min(alone, key=lambda k: _finite(alone[k]))
-    out["+ dynamic evaluation"], adapted = _adapted(model, corpus, lr, decay, stats, progress)
+    out["+ dynamic evaluation"], adapted = _adapted(model, corpus, lr, decay, stats, progress, d)
     adapted_alone = adapted
     notes["+ dynamic evaluation"] = dict(lr=lr, decay=decay, bptt=d["bptt"])
     lr2, decay2 = min(joint, key=lambda k: _finite(joint[k]["ppl"]))  # all together is tuned as a whole
     if (lr2, decay2) != (lr, decay):
-        _, adapted = _adapted(model, corpus, lr2, decay2, stats, progress)
+        _, adapted = _adapted(model, corpus, lr2, decay2, stats, progress, d)
     log_p["+ dynamic evaluation"] = adapted_alone["test"].log_p.float()
     scored = {s: cached(adapted[s], joint[lr2, decay2]) for s in adapted}
     out["all together"] = {s: _ppl(scored[s]) for s in scored}
@@ -221,8 +222,7 @@ def wrappers(model, corpus, progress: Optional[bool] = False) -> dict:
     return {"ppl": out, "notes": notes, "log_p": log_p}  # log_p: per test token, for each test-time rung
 
 
-def _adapted(model, corpus, lr, decay, stats, progress):
-    d = DYN_GRID
+def _adapted(model, corpus, lr, decay, stats, progress, d):
     rule = DynamicEval(model, "rms", lr=lr, decay=decay, eps=d["eps"], bptt=d["bptt"], stats=stats)
     adapted = {split: collect(rule, getattr(corpus, split), progress=progress) for split in ("valid", "test")}
     return {s: adapted[s].ppl() for s in adapted}, adapted
