@@ -110,6 +110,13 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("f502e3df", SLIDE), ("f46a2800", ON),                             # every validation curve
            ("b2424505", SLIDE), ("6572db77", ON),                             # beside the papers
            ("f0bde711", SLIDE)),                                              # what to take away
+    "10": (("42c60c96", SLIDE),                                               # the claim: the cache already attends
+           ("4f8abbe5", SLIDE), ("6a69b09c", ON),                             # the cache as attention, through torch
+           ("44e71592", SLIDE), ("3e710573", ON),                             # causal attention vs the fused kernel
+           ("643a6b41", SLIDE), ("6bad3fba", ON), ("04b06b7b", FRAGMENT),     # the ladder with the Transformer (figure)
+           ("9c31d35a", SLIDE),                                               # the heads explorer
+           ("4283d270", SLIDE),                                               # what the lesson measured
+           ("49172fd0", SLIDE)),                                              # what to take away
 }
 
 

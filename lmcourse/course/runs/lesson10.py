@@ -24,6 +24,7 @@ from typing import Optional
 
 import torch
 
+from ... import config as global_config
 from ...config import seed_everything
 from ...lm import perplexity
 from ...networks.transformer import TransformerConfig, TransformerLM
@@ -93,16 +94,25 @@ def fit(settings: dict, corpus, floor: Optional[float] = None, plot: bool = True
 
 
 def train_transformer(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
-                      plot: bool = True, progress: Optional[bool] = None) -> CachedRun:
-    """Train one Transformer run (or load it: the committed reference run, then the user's cache)."""
+                      plot: bool = True, progress: Optional[bool] = None, scale: Optional[str] = None,
+                      dataset=None) -> CachedRun:
+    """Train one Transformer run (or load it: the committed reference run, then the user's cache).
+
+    ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key."""
     run = train_or_load("10-transformer", settings, lambda: fit(settings, corpus, floor, plot, progress), corpus.vocab,
-                        retrain=retrain)
+                        retrain=retrain, **_key_parts(scale, dataset))
     run.model.vocab = corpus.vocab
     return run
 
 
+def _key_parts(scale: Optional[str], dataset) -> dict:
+    """The scale and dataset a stored result is keyed by: the ones given, else the current ones."""
+    return {"scale": scale or global_config.SCALE, "dataset": global_config.DATASET if dataset is None else dataset}
+
+
 def equal_time_numbers(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
-                       plot: bool = True, progress: Optional[bool] = None) -> dict:
+                       plot: bool = True, progress: Optional[bool] = None, scale: Optional[str] = None,
+                       dataset=None) -> dict:
     """An equal-time run's numbers, its weights not kept (the lesson reads only these): its validation and test
     perplexity and its history, as ``{"valid", "test", "history"}``; stored like the runs."""
     def compute() -> dict:
@@ -112,7 +122,8 @@ def equal_time_numbers(settings: dict, corpus, floor: Optional[float] = None, re
         return {"json": json.dumps({"valid": perplexity(model, corpus.valid), "test": perplexity(model, corpus.test),
                                     "history": rows})}
 
-    found = compute_or_load("10-equal-time", settings, compute, corpus.vocab, recompute=retrain)
+    found = compute_or_load("10-equal-time", settings, compute, corpus.vocab, recompute=retrain,
+                            **_key_parts(scale, dataset))
     return json.loads(found["json"])
 
 
