@@ -72,6 +72,8 @@ def _with_weights(module: nn.Module, weights: dict) -> nn.Module:
     with torch.no_grad():
         for name, w in weights.items():
             plain.get_parameter(name).copy_(w)
+    if isinstance(plain, nn.RNNBase):  # a deep copy's weights are separate tensors: cuDNN would warn on each call
+        plain.flatten_parameters()  # one contiguous block again (nothing to do on the CPU)
     return plain
 
 

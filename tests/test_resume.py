@@ -28,7 +28,7 @@ class Spoil(Callback):
             g = torch.Generator().manual_seed(batch_idx)
             with torch.no_grad():
                 for p in trainer.model.parameters():
-                    p.add_(1.0 * torch.randn(p.shape, generator=g))
+                    p.add_(1.0 * torch.randn(p.shape, generator=g).to(p.device))  # drawn on the CPU, for any device
 
 
 class Break(Callback):

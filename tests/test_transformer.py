@@ -164,7 +164,23 @@ def test_bad_settings_are_one_sentence(bad, message):
         TransformerConfig(vocab_size=V, **bad)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
+def test_every_tensor_follows_the_model_to_its_device(positions):
+    """On the meta device a tensor made on the CPU (an arange or mask without ``device=``) that meets the model's
+    raises, as it would on CUDA: training, a carried state, the backward pass and the kept weights all run.
+    (The fused path asks its mask's values whether it is plain causal, which meta tensors cannot answer.)"""
+    model = small(positions=positions, attention="equations", dropout=0.1).to("meta").train()
+    x = torch.zeros(5, 2, dtype=torch.long, device="meta")
+    out = model(x)
+    again = model(x, model.detach_state(out.state))  # the remembered window and the positions carried on
+    (out.logits.sum() + again.logits.sum()).backward()
+    assert again.logits.device.type == "meta" and model.embedding.weight.grad.device.type == "meta"
+    model.eval().attention_weights(True)
+    model(x)
+    assert all(block.attn.weights.device.type == "meta" for block in model.blocks)
+
+
+@pytest.mark.cuda
 def test_cuda_paths_agree():
     model = small().cuda()
     tokens = torch.randint(0, V, (30,))
@@ -174,7 +190,7 @@ def test_cuda_paths_agree():
     assert torch.allclose(attention_fused(q, k, v, allowed), attention_equations(q, k, v, allowed)[0], atol=1e-5)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_cuda_trains_and_shows_its_heads():
     from lmcourse.training.trainer import TrainConfig, Trainer
     from lmcourse.widgets.heads_explorer import head_weights

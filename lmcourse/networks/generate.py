@@ -144,6 +144,21 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+def _scaled_by_temperature(logp: torch.Tensor, temperature: float) -> torch.Tensor:
+    r""":math:`(\log p - \max \log p) / \tau`, and its limit :math:`\tau \to 0` where :math:`1/\tau` overflows.
+
+    Shifting by the best log-probability keeps a tiny temperature finite. CUDA divides by a number through its
+    reciprocal, which is infinite below :math:`\tau \approx 5.6 \times 10^{-309}` (and 0 times infinity is NaN):
+    there the limit is taken directly, 0 at the best tokens and :math:`-\infty` elsewhere, on every device.
+    (B, V) float64 -> (B, V) float64
+    """
+    best = logp.amax(dim=-1, keepdim=True)  # (B, 1)
+    finite_best = torch.isfinite(best)  # (B, 1); a row without any finite log-probability stays -inf
+    if math.isinf(1.0 / temperature):
+        return torch.where((logp == best) & finite_best, 0.0, float("-inf")).to(logp.dtype)  # (B, V)
+    return (logp - torch.where(finite_best, best, torch.zeros_like(best))) / temperature  # (B, V)
+
+
 def sampling_distribution(logp: torch.Tensor, temperature: float = 1.0, top_k: Optional[int] = None,
                           top_p: Optional[float] = None) -> torch.Tensor:
     r"""The distribution a sampler draws from: :math:`\operatorname{softmax}(\mathrm{filter}(\log p / \tau))`.
@@ -153,9 +168,7 @@ def sampling_distribution(logp: torch.Tensor, temperature: float = 1.0, top_k: O
     _check_sampling(temperature, top_k, top_p)
     if temperature == 0:
         raise ValueError("temperature 0 is greedy decoding and has no distribution: use a temperature > 0.")
-    logp = logp.double()
-    best = logp.amax(dim=-1, keepdim=True)  # (B, 1); shifting by it keeps a tiny temperature finite
-    logits = (logp - torch.where(torch.isfinite(best), best, torch.zeros_like(best))) / temperature  # (B, V)
+    logits = _scaled_by_temperature(logp.double(), temperature)  # (B, V)
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None and top_p < 1:

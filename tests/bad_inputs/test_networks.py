@@ -99,6 +99,17 @@ def test_a_tiny_temperature_is_greedy_not_a_false_error():
     assert torch.equal(probs, torch.tensor([[0.0, 1.0, 0.0]], dtype=torch.float64))
 
 
+def test_below_the_reciprocals_range_the_limit_is_taken_without_dividing():
+    """1/T overflows below T = 5.6e-309 (CUDA divides through the reciprocal): tied best tokens share the mass,
+    and a row with no finite log-probability is still the one-sentence error."""
+    logp = torch.tensor([[-0.5, -3.0, -0.5, float("-inf")]])
+    probs = sampling_distribution(logp, temperature=5e-324)  # the smallest positive double
+    assert torch.equal(probs, torch.tensor([[0.5, 0.0, 0.5, 0.0]], dtype=torch.float64))
+    with pytest.raises(ValueError) as err:
+        sampling_distribution(torch.full((1, 3), float("-inf")), temperature=5e-324)
+    assert_one_sentence(str(err.value), r"The model gives no token a finite log-probability")
+
+
 # ------------------------------------------------------------------------------- the model's sizes
 
 
