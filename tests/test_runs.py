@@ -67,7 +67,7 @@ def test_make_runs_picks_the_lessons_that_store_measurements_only(tmp_path):
     (tmp_path / "03_c.ipynb").write_text('{"cells": [{"source": "print(2)"}]}')
     assert [p.name for p in lessons.with_runs(lessons.lessons(folder=tmp_path))] == ["03_c.ipynb"]
     real = [lessons.lesson_id(p) for p in lessons.with_runs(lessons.lessons())]
-    assert real == ["02b", "03", "04", "05", "08", "09"]
+    assert real == ["02b", "03", "04", "05", "08", "09", "10"]
 
 
 def test_the_one_training_function_loads_the_committed_word_lstm(monkeypatch):

@@ -197,8 +197,8 @@ def test_lessons_are_named_by_number_or_path(tmp_path):
     assert [p.name[:2] for p in lessons.lessons(["7", "01"])] == ["07", "01"]
     assert [lessons.lesson_id(p) for p in lessons.lessons(["2", "02", "2b", "02B"])] == ["02", "02", "02b", "02b"]
     assert len(lessons.lessons()) == len(LESSONS)
-    with pytest.raises(ValueError, match="'10' is not a lesson"):
-        lessons.lessons(["10"])
+    with pytest.raises(ValueError, match="'11' is not a lesson"):
+        lessons.lessons(["11"])
     with pytest.raises(ValueError, match="'2z' is not a lesson"):
         lessons.lessons(["2z"])
     with pytest.raises(FileNotFoundError, match="There is no notebook"):

@@ -12,7 +12,7 @@ Two uses, both from the command line (and from the Makefile)::
 outputs away: a lesson trains each of its long runs the first time and stores it (see
 :mod:`lmcourse.store.stored_runs`), so after ``warm`` a Run All loads them instead of training.
 One progress bar runs over all the lessons, its total in estimated seconds (each lesson's measured
-time on this machine when known, else :data:`ESTIMATE_S`), so its time estimate is honest from
+time on this machine when known, else :func:`estimate_s`), so its time estimate is honest from
 the start. The measured times are kept in ``lesson-times.json``, sealed with its checksum (see
 :mod:`lmcourse.checksum`) and replaced whole under a lock, so two ``make warm`` sharing a cache
 folder never lose each other's times; a damaged file is ignored with one note. Ctrl-C stops at once
@@ -149,7 +149,7 @@ def gpu_on_cpu_note(scale: str, paths: Sequence[Path]) -> Optional[str]:
 
     if scale != "gpu" or torch.cuda.is_available():
         return None
-    hours = sum(ESTIMATE_S["gpu"] for _ in paths) / 3600
+    hours = estimate_s("gpu") * len(paths) / 3600
     return (f"note: the gpu scale is sized for a GPU and this machine has none: {len(paths)} lessons that take "
             f"about {hours:.0f} h on a GPU will take many times longer on the CPU (days); "
             "use --scale cpu for minutes a lesson, or Ctrl-C to stop.")

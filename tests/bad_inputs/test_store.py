@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmcourse import config
 from lmcourse.errors import CheckpointError
 from lmcourse.networks.models import RNNLM, LMConfig
 from lmcourse.store import reference_runs as reference
@@ -17,6 +16,7 @@ from lmcourse.vocab import Vocab
 from .helpers import assert_one_sentence, files_under
 
 VOCAB = Vocab(["<eos>", "a", "b"])
+AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (it reads no global setting)
 
 
 @pytest.fixture
@@ -30,7 +30,6 @@ def folders(tmp_path, monkeypatch):
     monkeypatch.setenv(reference.FOLDER_ENV, str(where))
     monkeypatch.setenv(reference.STORE_ENV, "1")
     monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
-    monkeypatch.setattr(config, "SCALE", "cpu")
     return where, outside
 
 
@@ -52,6 +51,11 @@ def _hostile_name(where: Path, outside: Path, kind: str) -> str:
     return {"dot-dot": "..", "empty": "", "backslash": "..\\elsewhere\\precious.txt"}[kind]
 
 
+def _new_entry() -> reference.Entry:
+    """A well-formed entry to store: its own file name is bare, so only the manifest's other entries can refuse it."""
+    return reference.Entry("06-y", "j", {}, corpus="c", **AT)
+
+
 HOSTILE = ["parent", "absolute", "subfolder", "link out", "dot-dot", "empty", "backslash"]
 
 
@@ -69,9 +73,9 @@ def test_an_entry_naming_a_file_outside_the_folder_is_refused_by_prune_load_and_
         assert reference.load("06-x", "k", VOCAB) is None
     assert_one_sentence(str(caught[0].message), pattern)
     with pytest.raises(CheckpointError):
-        reference.store("06-y", "j", {}, RNNLM(LMConfig(3, emb_size=2, hidden_size=2, num_layers=1)), VOCAB, [], "c")
+        reference.store(_new_entry(), RNNLM(LMConfig(3, emb_size=2, hidden_size=2, num_layers=1)), VOCAB, [])
     with pytest.raises(CheckpointError):
-        stored_numbers.compute_or_load("06-z", {}, lambda: {"n": 1}, VOCAB)
+        stored_numbers.compute_or_load("06-z", {}, lambda: {"n": 1}, VOCAB, **AT)
     assert files_under(where, outside.parent) == before and outside.read_text() == "keep me\n"
 
 
@@ -100,7 +104,9 @@ def test_a_damaged_manifest_is_named_in_one_sentence_wherever_it_is_read(folders
     with pytest.warns(RuntimeWarning, match=r"manifest\.json .*afresh"):
         assert reference.load("06-x", "k", VOCAB) is None
     with pytest.raises(CheckpointError):
-        stored_numbers.compute_or_load("06-z", {}, lambda: {"n": 1}, VOCAB)
+        reference.store(_new_entry(), RNNLM(LMConfig(3, emb_size=2, hidden_size=2, num_layers=1)), VOCAB, [])
+    with pytest.raises(CheckpointError):
+        stored_numbers.compute_or_load("06-z", {}, lambda: {"n": 1}, VOCAB, **AT)
     assert files_under(where) == before
 
 
@@ -123,9 +129,8 @@ def _stored(monkeypatch, tmp_path) -> Path:
     monkeypatch.setenv(reference.FOLDER_ENV, str(tmp_path / "reference"))
     monkeypatch.setenv(reference.STORE_ENV, "0")
     monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
-    monkeypatch.setattr(config, "SCALE", "cpu")
-    stored_numbers.compute_or_load("08-x", {}, _numbers(), VOCAB)
-    return stored_numbers.numbers_path("08-x", {}, VOCAB)
+    stored_numbers.compute_or_load("08-x", {}, _numbers(), VOCAB, **AT)
+    return stored_numbers.numbers_path("08-x", {}, VOCAB, **AT)
 
 
 def _flip_tensor_bit(path: Path) -> None:
@@ -149,10 +154,10 @@ def _unsealed(path: Path) -> None:
 @pytest.mark.parametrize("damage", [_flip_tensor_bit, _edit_number, _unsealed])
 def test_a_damaged_stored_measurement_is_computed_afresh_not_read_as_another_number(monkeypatch, tmp_path, damage):
     path = _stored(monkeypatch, tmp_path)
-    assert stored_numbers.compute_or_load("08-x", {}, _numbers(9.0), VOCAB)["seconds"] == 2.0  # loaded
+    assert stored_numbers.compute_or_load("08-x", {}, _numbers(9.0), VOCAB, **AT)["seconds"] == 2.0  # loaded
     damage(path)
     with pytest.warns(RuntimeWarning) as caught:
-        again = stored_numbers.compute_or_load("08-x", {}, _numbers(3.0), VOCAB)
+        again = stored_numbers.compute_or_load("08-x", {}, _numbers(3.0), VOCAB, **AT)
     assert not again["loaded"] and again["seconds"] == 3.0
     assert_one_sentence(str(caught[0].message), r"The stored measurement .*08-x-.*\.pt (does not match the checksum "
                                                 r"stored with it|cannot be read).*computed afresh")
