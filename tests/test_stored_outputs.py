@@ -276,3 +276,20 @@ def test_the_book_shows_a_widgets_static_copy():
     first, second = (o["data"] for o in nb.cells[1].outputs)
     assert set(first) == {"image/png", "text/plain"} and "application/vnd.jupyter.widget-view+json" in second
     assert "widgets" not in nb.metadata
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("Loaded the run from /tmp/lmcourse-09-z83tilkr/awd-lstm-ptb-ci.\n", "a folder of this machine"),
+    ("saved in /home/ada/lmcourse/data/runs/x.pt\n", "a folder of this machine"),
+    ("'/root/out/log'\n", "a folder of this machine"),
+    ("trained on 2026-11-27 07:38 (3 epochs)\n", "a date"),
+])
+def test_a_machine_folder_or_a_date_in_an_output_is_named(text, kind):
+    found = output_problems(stream(text, "stdout"))
+    assert len(found) == 1 and found[0].startswith(kind), found
+
+
+@pytest.mark.parametrize("text", ["runs/awd-lstm-ptb-ci and data/runs/x.pt, relative\n", "ratio 2026/11\n",
+                                  "0.5/1.0 and 12/31\n", "version 2026-13-45\n"])
+def test_relative_paths_and_plain_numbers_are_not_flagged(text):
+    assert output_problems(stream(text, "stdout")) == []

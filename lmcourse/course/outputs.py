@@ -6,7 +6,9 @@ picture copy. Two things then read as broken:
 - a widget's raw text, ``VBox(children=(HBox(children=(IntSlider(...`` or ``interactive(...``: the
   widget was displayed without a readable copy of itself (see :mod:`lmcourse.widgets.fallback`);
 - a progress bar stopped below 100%, such as the "0%" a ``tqdm`` widget leaves in its text copy, or a
-  bar that ended early (see :func:`lmcourse.progress.bar`).
+  bar that ended early (see :func:`lmcourse.progress.bar`);
+- a folder of the machine that ran it (``/tmp/...``, ``/home/...``) or a calendar date: the saved lesson
+  is the same for every reader, so it shows neither.
 
 :func:`problems` lists them, one line each. Lessons executed by :mod:`lmcourse.course.lessons` carry
 a stamp in their metadata (:data:`STAMP`), so a test can hold exactly those to the rule.
@@ -22,6 +24,8 @@ MACHINERY = 1  # the version of the execution path that writes the stamp
 WIDGET_REPR = re.compile(r"\b(VBox|HBox|GridBox|Box|Accordion|Tab)\(children=|\binteractive\(|"
                          r"\b([A-Z]\w*Slider|Dropdown|Combobox|Checkbox|ToggleButtons|Textarea|(Int|Float)Progress)\(")
 PERCENT = re.compile(r"(?<![\d.])(\d{1,3})%\|")
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|home|root|work|Users|var/folders|private)/[^\s'\"]*")
+DATE = re.compile(r"\b(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b")
 
 
 def unfinished_bars(text: str) -> list[str]:
@@ -58,6 +62,10 @@ def output_problems(output: dict) -> list[str]:
             found.append(f"a widget's raw text ({what}): {text[start:start + 80].strip()}")
         for line in unfinished_bars(text):
             found.append(f"a progress bar stopped below 100% ({what}): {line[:100]}")
+        for kind, pattern in (("a folder of this machine", MACHINE_PATH), ("a date", DATE)):
+            m = pattern.search(text)
+            if m:
+                found.append(f"{kind} ({what}): {m.group(0)[:80]}")
     return found
 
 

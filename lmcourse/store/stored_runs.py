@@ -117,9 +117,10 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
             model, info = None, {"extra": {}}
         extra = info["extra"]
         if extra.get("complete"):
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(extra.get("saved_at", path.stat().st_mtime)))
-            print(f"Loaded the finished run '{name}' trained on {when} ({len(info['history'])} epochs) from "
-                  f"{path}. Set RETRAIN = True, or LMCOURSE_RETRAIN=1, to train it again.")
+            # the file's name only: a lesson's saved output carries no folder of this machine and no date
+            print(f"Loaded the finished run '{name}' ({len(info['history'])} epochs) from your stored runs "
+                  f"({path.parent.name}/{path.name} in the course's cache folder). Set RETRAIN = True, or "
+                  "LMCOURSE_RETRAIN=1, to train it again.")
             if reference_run and reference.storing(scale):  # `make runs` may reuse what the user trained
                 reference.store(entry, model, vocab, info["history"])
             return CachedRun(model, info["history"], True, path)
