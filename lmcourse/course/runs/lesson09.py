@@ -20,8 +20,8 @@ chosen so that each idea has the problem it solves:
 A rung is one dict of settings (:func:`rung_settings`) in the course's one vocabulary
 (:mod:`lmcourse.training.settings`): the config classes' field names (``emb_size``, ``hidden_size``,
 ``batch_size``, ``n_experts``, ...), the corpus variant as its ``Params`` fields, and the lesson's own knobs
-(``d``, ``dropout_scale``, ``rung``, and the rung's additions under ``model`` and ``train``); the lesson trains it through
-:func:`train_rung`, which stores it as the reference run ``09-ladder`` (``make runs LESSONS=09``).
+(``d``, ``dropout_scale``, ``rung``, and the rung's additions under ``model`` and ``train``); the lesson
+trains it through :func:`train_rung`, which stores it as the reference run ``09-ladder`` (``make runs LESSONS=09``).
 The wrappers (:func:`wrappers`) train nothing: the cache and dynamic evaluation are tuned on the
 seed's validation text and scored on its test text.
 """
