@@ -10,7 +10,7 @@ at which NT-ASGD started averaging.
     python benchmarks/bench_ladder.py [--seeds 0 1 2] [--jobs 2] [--set key=value ...] [--store] [--no-wrappers]
 
 ``--set`` changes one field of the corpus variant (``n_names=600``) or of the shared settings
-(``d=48``, ``epochs=30``) for this measurement only.
+(``d=48``, ``hidden_size=128``, ``epochs=30``) for this measurement only.
 """
 from __future__ import annotations
 

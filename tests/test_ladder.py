@@ -30,16 +30,41 @@ def test_each_rung_adds_one_idea_to_the_rung_below(scale):
     assert all(rest(s[r]) == rest(s["LSTM"]) for r in ladder.TRAINED)
 
 
-@pytest.mark.parametrize("changes", [{}, dict(d=4, emb=8, hidden=8, warmup=3), dict(d=8, emb=8, hidden=16)])
+@pytest.mark.parametrize("changes", [{}, dict(d=4, emb_size=8, hidden_size=8, warmup=3),
+                                     dict(d=8, emb_size=8, hidden_size=16)])
 def test_tying_removes_the_output_vectors_and_nothing_else(changes):
     shared = ladder.shared_settings("ci", **changes)
     untied, tied = (ladder.model_config(ladder.rung_settings(r, 0, shared), 30) for r in ("+ dropouts", "+ tying"))
     differs = {k for k, v in untied.as_dict().items() if tied.as_dict()[k] != v}
     assert differs <= {"tie", "vector_size"} and tied.tie and not untied.tie
     from lmcourse.networks.models import RNNLM
-    assert RNNLM(untied).num_parameters() - RNNLM(tied).num_parameters() == 30 * shared["emb"]
+    assert RNNLM(untied).num_parameters() - RNNLM(tied).num_parameters() == 30 * shared["emb_size"]
     train = ladder.train_config(ladder.rung_settings("LSTM", 0, shared))
     assert train.warmup == shared.get("warmup", 0)
+
+
+@pytest.mark.parametrize("scale", ["ci", "cpu", "gpu"])
+def test_the_settings_speak_the_config_classes_vocabulary(scale):
+    """Every setting is a config field, the corpus's Params, or one of the lesson's own knobs; the mixture's and
+    the AWD recipe's shared fields reach only their rungs' configs."""
+    from dataclasses import asdict
+
+    from lmcourse.training.settings import split
+    from lmcourse.training.trainconfig import TrainConfig
+    shared = ladder.shared_settings(scale)
+    _, _, rest = split(shared)
+    assert set(rest) == {"d", "dropout_scale", "corpus"}
+    assert {"emb_size", "hidden_size", "batch_size", "n_experts", "mos_latent"} <= set(shared)
+    lstm, mos = (ladder.rung_settings(r, 0, shared) for r in ("LSTM", "MoS"))
+    first, last = ladder.model_config(lstm, 30), ladder.model_config(mos, 30)
+    assert (first.n_experts, first.dropoutl, first.head) == (1, 0.0, "softmax")
+    assert (last.n_experts, last.dropoutl, last.mos_latent) == (shared["n_experts"], shared["dropoutl"],
+                                                                shared["mos_latent"])
+    assert ladder.train_config(lstm).nonmono == TrainConfig(epochs=1).nonmono
+    assert ladder.train_config(mos).nonmono == shared["nonmono"]
+    t = asdict(ladder.train_config(lstm))
+    assert all(t[k] == shared[k] for k in ("epochs", "lr", "batch_size", "bptt", "clip", "warmup"))
+    assert (first.emb_size, first.hidden_size) == (shared["emb_size"], shared["hidden_size"])
 
 
 def test_an_unknown_rung_is_refused_in_one_sentence():

@@ -24,7 +24,7 @@ def test_the_budgets_differ_only_in_epochs():
     assert a["epochs"] == shared["epochs"] and b["epochs"] == L10.EPOCHS_EQUAL_TIME["cpu"]
     assert {k: v for k, v in a.items() if k not in ("epochs", "budget", "rung")} == \
         {k: v for k, v in b.items() if k not in ("epochs", "budget", "rung")}
-    assert "hidden" not in a and L10.model_config(a, 100).window == shared["bptt"]  # the window is the BPTT length
+    assert "hidden_size" not in a and L10.model_config(a, 100).window == shared["bptt"]  # the window is the BPTT length
     with pytest.raises(ValueError, match="not a budget of lesson 10"):
         L10.transformer_settings("equal luck", 0, shared, "cpu")
 

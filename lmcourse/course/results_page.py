@@ -105,7 +105,7 @@ def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
         oracle = Oracle(corpus.vocab, params)
         floor = {s: perplexity(oracle, x) for s, x in splits.items()}
     regime = (f"lesson 09's ladder corpus at <code>{scale}</code>: {len(corpus.train):,} training tokens, one LSTM "
-              f"layer of {shared['hidden']} units, word vectors E = {shared['emb']}, head d = {shared['d']}, "
+              f"layer of {shared['hidden_size']} units, word vectors E = {shared['emb_size']}, head d = {shared['d']}, "
               f"{shared['epochs']} epochs, {len(L.SEEDS)} seeds a trained rung")
     return {"rungs": {r: rungs[r] for r in L.RUNGS}, "floor": floor, "regime": regime, "seeds": list(L.SEEDS)}
 

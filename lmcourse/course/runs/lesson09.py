@@ -10,15 +10,18 @@ chosen so that each idea has the problem it solves:
 - **a head of small rank** (MoS pays): every rung's head has dimension :math:`d` (``head_size``), and
   the key-value lookups of the corpus need a log-probability matrix of rank ``n_keys`` > :math:`d + 1`
   (lesson 09 measures where the mixture gains: off the lookups, whose table the models learn only
-  roughly from this many tokens); the output word vectors are E = ``emb`` wide, tied
+  roughly from this many tokens); the output word vectors are E = ``emb_size`` wide, tied
   or not, and the head reads them through a learned map :math:`U` (E, d), so that tying shares
   E numbers per word while the softmax keeps rank :math:`d`;
 - **recurring rare words** (the cache pays): names drawn per document, with a small CRP concentration,
   so that a document repeats its own names;
 - **drift** (dynamic evaluation pays): documents with strong topics.
 
-A rung is one dict of settings (:func:`rung_settings`); the lesson trains it through
-:func:`train_rung`, which stores it as the reference run ``09-ladder`` (``make runs LESSONS=09``).
+A rung is one dict of settings (:func:`rung_settings`) in the course's one vocabulary
+(:mod:`lmcourse.training.settings`): the config classes' field names (``emb_size``, ``hidden_size``,
+``batch_size``, ``n_experts``, ...), the corpus variant as its ``Params`` fields, and the lesson's own knobs
+(``d``, ``dropout_scale``, ``rung``, and the rung's additions under ``model`` and ``train``); the lesson
+trains it through :func:`train_rung`, which stores it as the reference run ``09-ladder`` (``make runs LESSONS=09``).
 The wrappers (:func:`wrappers`) train nothing: the cache and dynamic evaluation are tuned on the
 seed's validation text and scored on its test text.
 """
@@ -39,6 +42,7 @@ from ...lm import perplexity_from_nll
 from ...networks.models import LMConfig, RNNLM
 from ...store.stored_runs import CachedRun, train_or_load
 from ...training.callbacks import LivePlot
+from ...training.settings import configs
 from ...training.trainer import Trainer, TrainConfig
 
 __all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
@@ -53,6 +57,9 @@ RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation", "all together")
 # The corpus variant's knobs (the rest are the embedded corpus's defaults); see the module docstring.
 VARIANT = dict(n_nouns=100, n_verbs=40, n_adjs=60, n_advs=20, n_names=1000, name_alpha=0.3, n_keys=50,
                n_values=50, lookup_rate=0.8, topic_boost=30.0, off_topic=0.02, doc_sentences=40.0, phrase_rate=0.0)
+# Shared settings that only their rung reads (MoS, the AWD recipe): they reach its configs through its own
+# ``model`` and ``train`` additions, so that a rung before them keeps the configs' defaults.
+RUNG_ONLY = ("n_experts", "dropoutl", "mos_latent", "nonmono")
 CACHE_GRID = dict(thetas=[0.3, 1.0, 3.0, 10.0, 30.0, 100.0], lams=[0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=1000)
 DYN_GRID = dict(lrs=[1e-5, 3e-5, 1e-4, 3e-4], decays=[0.0, 1e-3, 1e-2], eps=2e-5, bptt=5, tune_tokens=4_000)
 
@@ -73,16 +80,18 @@ def ladder_corpus(params: Params):
 
 
 def shared_settings(scale: str, **changes) -> dict:
-    """What all rungs share at ``scale``: sizes (emb, the word vectors' width, input and output, tied or not;
-    hidden; d, the head's dimension), training (warmup: batches over which the rate rises), the mixture,
-    and the corpus variant (as a dict)."""
-    common = dict(lr=8.0, bptt=35, clip=0.25, dropout_scale=0.5, latent="tanh")
-    shared = by_scale(ci=dict(common, emb=8, hidden=16, d=4, epochs=2, warmup=10, batch=10, nonmono=1, experts=2,
-                              dropoutl=0.1),
-                      cpu=dict(common, emb=64, hidden=64, d=16, epochs=40, warmup=100, batch=10, nonmono=2, experts=10,
-                               dropoutl=0.145),
-                      gpu=dict(common, emb=128, hidden=256, d=32, epochs=40, warmup=100, batch=20, nonmono=3, experts=5,
-                               dropoutl=0.145),
+    """What all rungs share at ``scale``, named as the config classes name them: sizes (``emb_size``, the word
+    vectors' width, input and output, tied or not; ``hidden_size``), training (``warmup``: batches over which
+    the rate rises), the mixture's ``n_experts``, ``dropoutl`` and ``mos_latent`` and the AWD recipe's
+    ``nonmono`` (read by their rungs only: :data:`RUNG_ONLY`); the lesson's own ``d`` (the head's dimension)
+    and ``dropout_scale``; and the corpus variant (its ``Params`` fields, as a dict)."""
+    common = dict(lr=8.0, bptt=35, clip=0.25, dropout_scale=0.5, mos_latent="tanh")
+    shared = by_scale(ci=dict(common, emb_size=8, hidden_size=16, d=4, epochs=2, warmup=10, batch_size=10, nonmono=1,
+                              n_experts=2, dropoutl=0.1),
+                      cpu=dict(common, emb_size=64, hidden_size=64, d=16, epochs=40, warmup=100, batch_size=10,
+                               nonmono=2, n_experts=10, dropoutl=0.145),
+                      gpu=dict(common, emb_size=128, hidden_size=256, d=32, epochs=40, warmup=100, batch_size=20,
+                               nonmono=3, n_experts=5, dropoutl=0.145),
                       scale=scale)
     corpus_changes = {k: v for k, v in changes.items() if k in Params.__dataclass_fields__}
     shared.update({k: v for k, v in changes.items() if k not in corpus_changes})
@@ -102,7 +111,7 @@ def rung_settings(rung: str, seed: int, shared: dict) -> dict:
     if rung in ("AWD recipe", "MoS"):
         train = dict(AWD_TRAINING, nonmono=shared["nonmono"])
     if rung == "MoS":
-        model.update(head="mos", n_experts=shared["experts"], dropoutl=shared["dropoutl"], mos_latent=shared["latent"])
+        model.update(head="mos", **{k: shared[k] for k in ("n_experts", "dropoutl", "mos_latent")})
     if rung not in TRAINED:
         raise ValueError(f"{rung!r} is not a trained rung of the ladder: pick one of {', '.join(TRAINED)}.")
     return dict(shared, rung=rung, model=model, train=train, seed=seed)
@@ -113,25 +122,30 @@ def wrapper_settings(seed: int, shared: dict) -> dict:
     return dict(rung_settings("MoS", seed, shared), wrappers=dict(cache=CACHE_GRID, dyneval=DYN_GRID))
 
 
-def model_config(settings: dict, vocab_size: int) -> LMConfig:
-    """The rung's network: ``layers`` LSTM layers of ``hidden`` units, the last one of ``d`` units (the
-    head's dimension; with one layer, a linear map to ``d`` when ``d`` differs from ``hidden``)."""
-    s = settings
-    layers = s.get("layers", 1)
-    if layers > 1:
-        sizes = dict(num_layers=layers, hidden_size=s["hidden"], last_size=s["d"])
+def rung_configs(settings: dict, vocab_size: int, **shown) -> tuple[LMConfig, TrainConfig]:
+    """The rung's :class:`LMConfig` and :class:`TrainConfig`, through the one adapter
+    (:func:`lmcourse.training.settings.configs`): the shared fields every rung reads, the rung's ``model`` and
+    ``train`` additions, and the sizes :math:`d` decides. ``num_layers`` LSTM layers (1 unless the settings
+    say) of ``hidden_size`` units, the last one of ``d`` units (the head's dimension; with one layer, a linear
+    map to ``d`` when ``d`` differs from ``hidden_size``); SGD's rate is kept (``lr_decay`` 1)."""
+    s = {k: v for k, v in settings.items() if k not in RUNG_ONLY}
+    if s.get("num_layers", 1) > 1:
+        sizes = dict(last_size=s["d"])
     else:
-        sizes = dict(num_layers=1, hidden_size=s["hidden"], head_size=None if s["d"] == s["hidden"] else s["d"])
-    if s["d"] != s["emb"] and not s["model"].get("tie"):  # untied output vectors as wide as the tied ones
-        sizes["vector_size"] = s["emb"]
-    return LMConfig(vocab_size=vocab_size, emb_size=s["emb"], **sizes, **s["model"])
+        sizes = dict(num_layers=1, head_size=None if s["d"] == s["hidden_size"] else s["d"])
+    if s["d"] != s["emb_size"] and not s["model"].get("tie"):  # untied output vectors as wide as the tied ones
+        sizes["vector_size"] = s["emb_size"]
+    return configs(s, vocab_size, model={**sizes, **s["model"]}, **{"lr_decay": 1.0, **s["train"], **shown})
+
+
+def model_config(settings: dict, vocab_size: int) -> LMConfig:
+    """The rung's network (:func:`rung_configs`)."""
+    return rung_configs(settings, vocab_size)[0]
 
 
 def train_config(settings: dict, **shown) -> TrainConfig:
-    s = settings
-    warm = {"warmup": s["warmup"]} if s.get("warmup") else {}
-    return TrainConfig(**{**dict(epochs=s["epochs"], lr=s["lr"], batch_size=s["batch"], bptt=s["bptt"],
-                                 clip=s["clip"], seed=s["seed"], lr_decay=1.0), **warm, **s["train"], **shown})
+    """How the rung is trained (:func:`rung_configs`); ``shown``: how training is shown."""
+    return rung_configs(settings, 1, **shown)[1]
 
 
 def train_rung(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,

@@ -31,6 +31,7 @@ from ...networks.transformer import TransformerConfig, TransformerLM
 from ...store.stored_numbers import compute_or_load
 from ...store.stored_runs import CachedRun, train_or_load
 from ...training.callbacks import LivePlot
+from ...training.settings import split
 from ...training.trainer import Trainer, TrainConfig
 from . import lesson09 as ladder
 
@@ -55,7 +56,7 @@ EPOCHS_EQUAL_TIME = {"ci": 1, "cpu": 31, "gpu": 40}
 # validation text's first 4,000 tokens; 1e-5 there is worse than no adaptation).
 DYN_GRID = dict(ladder.DYN_GRID, lrs=[1e-7, 3e-7, 1e-6, 3e-6, 1e-5])
 # What the Transformer takes of the ladder's shared settings (the rest are the LSTM's: its width, rate, experts).
-SHARED_FIELDS = ("corpus", "emb", "d", "epochs", "batch", "bptt", "clip", "dropout_scale")
+SHARED_FIELDS = ("corpus", "emb_size", "d", "epochs", "batch_size", "bptt", "clip", "dropout_scale")
 
 
 def transformer_settings(budget: str, seed: int, shared: dict, scale: str) -> dict:
@@ -71,17 +72,19 @@ def transformer_settings(budget: str, seed: int, shared: dict, scale: str) -> di
 
 
 def model_config(settings: dict, vocab_size: int) -> TransformerConfig:
-    """The Transformer of ``settings``: width ``emb``, head of dimension ``d``, window ``bptt``."""
+    """The Transformer of ``settings``: width ``emb_size``, head of dimension ``d``, window ``bptt``."""
     s, b = settings, settings["block"]
-    return TransformerConfig(vocab_size=vocab_size, emb_size=s["emb"], num_layers=b["layers"], n_heads=b["heads"],
+    return TransformerConfig(vocab_size=vocab_size, emb_size=s["emb_size"], num_layers=b["layers"], n_heads=b["heads"],
                              ffn_size=b["ffn"], window=s["bptt"], positions=b["positions"],
-                             head_size=None if s["d"] == s["emb"] else s["d"], **s["model"])
+                             head_size=None if s["d"] == s["emb_size"] else s["d"], **s["model"])
 
 
 def train_config(settings: dict, **shown) -> TrainConfig:
-    s, b = settings, settings["block"]
-    return TrainConfig(epochs=s["epochs"], lr=b["lr"], batch_size=s["batch"], bptt=s["bptt"], clip=s["clip"],
-                       seed=s["seed"], lr_decay=b["lr_decay"], warmup=b["warmup"], **s["train"], **shown)
+    """How the Transformer is trained: the settings' :class:`TrainConfig` fields (the one vocabulary,
+    :func:`lmcourse.training.settings.split`), the block's rate, decay and warm-up, the run's ``train``."""
+    b = settings["block"]
+    _, train, _ = split(settings)
+    return TrainConfig(**train, lr=b["lr"], lr_decay=b["lr_decay"], warmup=b["warmup"], **settings["train"], **shown)
 
 
 def fit(settings: dict, corpus, floor: Optional[float] = None, plot: bool = True, progress: Optional[bool] = None):
