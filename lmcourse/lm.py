@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -173,16 +173,29 @@ def bits_per_char(model: LanguageModel, tokens) -> float:
 # ------------------------------------------------------------------ the neural-model contract
 
 MODELS: dict[str, Callable[[dict], object]] = {}  # kind -> build(settings) -> a fresh model
+CONFIGS: dict[str, type] = {}  # kind -> its config dataclass, for those registered with one (the presets read it)
 
 
-def register_model(kind: str, build: Callable[[dict], object]) -> None:
-    """Make checkpoints of ``kind`` rebuild through ``build(settings) -> model`` (see the module docstring)."""
+def register_model(kind: str, build: Callable[[dict], object], config: Optional[type] = None) -> None:
+    """Make checkpoints of ``kind`` rebuild through ``build(settings) -> model`` (see the module docstring);
+    ``config``: the dataclass whose fields ``settings`` holds, so that a preset can name them."""
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"A model kind is a non-empty string such as 'rnnlm', got {kind!r}.")
     if not callable(build):
         raise TypeError(f"register_model({kind!r}, build) needs a callable build(settings) -> model, "
                         f"got {type(build).__name__}.")
     MODELS[kind] = build
+    if config is not None:
+        CONFIGS[kind] = config
+
+
+def model_config_class(kind: str) -> type:
+    """The config dataclass registered for ``kind``; one ValueError sentence if there is none."""
+    model_builder(kind)
+    if kind not in CONFIGS:
+        raise ValueError(f"The model kind {kind!r} was registered without its config class: pass config= to "
+                         "lmcourse.lm.register_model so that presets can name its fields.")
+    return CONFIGS[kind]
 
 
 def model_builder(kind: str) -> Callable[[dict], object]:
