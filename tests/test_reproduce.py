@@ -104,7 +104,7 @@ def test_the_transformer_preset_trains_resumes_and_evaluates_on_the_embedded_cor
     out = tmp_path / "t"
     first = train(capsys, "--preset", "transformer-ptb", "--data", "embedded", "--out", str(out))
     assert first["epochs"] == presets.resolve(presets.get("transformer-ptb"), "ci")["epochs"] == 2
-    model, _ = load_checkpoint(out / "last.pt", map_location="cpu")
+    model, _ = load_checkpoint(out / "best.pt", map_location="cpu")
     assert model.kind == "transformer" and json.loads((out / reproduce.META).read_text())["settings"]["kind"] == \
         "transformer"
     more = train(capsys, "--preset", "transformer-ptb", "--data", "embedded", "--out", str(out), "--resume",
