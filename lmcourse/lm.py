@@ -62,7 +62,8 @@ step calls (with ``step_outputs``, what the cache reads at a step), ``reorder`` 
    dataclass holding ``vocab_size`` and ``as_dict()``, and a class attribute ``kind``;
 2. write ``forward(x, state)`` returning ``.logits``, ``.h`` and ``.state``, ``init_state`` and
    ``detach_state`` (override ``reorder`` if the state's batch dimension is not dim 1);
-3. call ``register_model(kind, lambda settings: YourLM(YourConfig(**settings)))`` at the module's
+3. call ``register_model(kind, lambda settings: YourLM(YourConfig(**settings)), config=YourConfig)`` (``config``
+   lets a command-line preset name its fields) at the module's
    end and import the module in ``lmcourse/networks/__init__.py``;
 4. check it with ``check_neural(model, purpose)`` for each purpose, as ``tests/test_contract.py``
    does for a GRU: it then trains, checkpoints, resumes and is scored under the cache and

@@ -5,7 +5,8 @@ from. A run's settings are built in three layers, each overriding the one before
 
     the paper's recipe  <-  the scale's shrinking (ci, cpu)  <-  --set key=value
 
-At the ``gpu`` scale a preset is the paper's recipe unchanged. The ``ci`` and ``cpu`` scales shrink
+At the ``gpu`` scale a preset is the paper's recipe unchanged (``transformer-ptb`` is the one recipe that is the
+course's own, lesson 10's regime at the AWD-LSTM's size, since no paper's Transformer recipe for PTB is published). The ``ci`` and ``cpu`` scales shrink
 only what :data:`SCALABLE` lists (widths, the Transformer's feed-forward width, the number of experts, the data and the number of epochs,
 with the two counts measured in epochs, ``nonmono`` and ``decay_after``): the optimizer, the
 dropouts, NT-ASGD, variable BPTT, AR/TAR, the batch and window sizes stay as published.
