@@ -167,7 +167,9 @@ def test_the_transformer_preset_is_the_awd_lstms_size_and_says_whose_choice_it_i
     config = P.model_config(p.settings, 10_000)  # PTB's vocabulary
     assert isinstance(config, TransformerConfig) and config.window == p.settings["bptt"]
     assert 23e6 < count_parameters(config) < 25e6  # the AWD-LSTM's 24M (Merity et al. 2018)
-    assert p.finetune_of is None and p.evaluation == {}
+    assert p.finetune_of is None and p.evaluation == {} and p.own
+    assert "Not a paper's recipe; for comparison: Transformer-XL: test 54.52" in P.describe(p)
+    assert not any(q.own for q in P.PRESETS.values() if q is not p)
     course = [k for k, source in p.sources.items() if "lesson 10's regime" in source]
     assert {"emb_size", "num_layers", "optimizer", "lr", "warmup", "epochs", "dropout"} <= set(course)
     assert P.AWD not in " ".join(p.sources[k] for k in ("lr", "warmup", "optimizer"))  # no paper's recipe claimed

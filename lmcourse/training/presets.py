@@ -74,6 +74,7 @@ class Preset:
     ``published``: ``(dataset, model)`` keys of :data:`lmcourse.literature.PUBLISHED` this recipe
     reproduces. ``finetune_of``: the preset whose trained run this one continues (its best weights).
     ``evaluation``: the settings the papers scored with, ``{"cache": {...}, "dyneval": {...}}``.
+    ``own``: the recipe is the course's, not a paper's; its ``published`` rows stand beside it for comparison.
     """
 
     name: str
@@ -85,6 +86,7 @@ class Preset:
     scales: dict = field(default_factory=dict)
     finetune_of: Optional[str] = None
     evaluation: dict = field(default_factory=dict)
+    own: bool = False  # the course's own recipe: ``published`` rows are for comparison, not reproduced
 
     @property
     def kind(self) -> str:
@@ -271,11 +273,12 @@ DYNEVAL_MOS_WT2 = dict(paper="MoS, wikitext-2", source=f"{MOS}, README (WikiText
                                                        "--epsilon 0.002)")
 
 
-def _preset(name, summary, data, recipe, published_, family, finetune_of=None, evaluation=None) -> Preset:
+def _preset(name, summary, data, recipe, published_, family, finetune_of=None, evaluation=None,
+            own=False) -> Preset:
     values, sources = recipe
     return Preset(name, summary, data, dict(values), dict(sources), tuple(published_),
                   {scale: small(family, scale) for scale in SCALES}, finetune_of,
-                  evaluation or {})
+                  evaluation or {}, own)
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in [
@@ -324,7 +327,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     # tunes them on valid with --tune-on valid.
     _preset("transformer-ptb", "decoder-only Transformer, 6x512, 24M tied, Adam with warm-up, on PTB (the course's "
             "regime of lesson 10; Transformer-XL's 24M row for comparison)", "ptb", TRANSFORMER_PTB,
-            [("ptb", "Transformer-XL")], "transformer"),
+            [("ptb", "Transformer-XL")], "transformer", own=True),
 ]}
 
 
@@ -503,4 +506,5 @@ def describe(preset: Preset) -> str:
     numbers = "; ".join(f"{row.model}: {'test ' if row.valid is None else f'valid {row.valid:g}, test '}"
                         f"{row.test:g} ({row.citation})" for row in published_rows(preset))
     after = f" Continues a trained `{preset.finetune_of}` run." if preset.finetune_of else ""
-    return f"{preset.name}: {preset.summary}.{after} Published: {numbers}."
+    label = "Not a paper's recipe; for comparison" if preset.own else "Published"
+    return f"{preset.name}: {preset.summary}.{after} {label}: {numbers}."
