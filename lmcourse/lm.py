@@ -62,7 +62,8 @@ step calls (with ``step_outputs``, what the cache reads at a step), ``reorder`` 
    dataclass holding ``vocab_size`` and ``as_dict()``, and a class attribute ``kind``;
 2. write ``forward(x, state)`` returning ``.logits``, ``.h`` and ``.state``, ``init_state`` and
    ``detach_state`` (override ``reorder`` if the state's batch dimension is not dim 1);
-3. call ``register_model(kind, lambda settings: YourLM(YourConfig(**settings)))`` at the module's
+3. call ``register_model(kind, lambda settings: YourLM(YourConfig(**settings)), config=YourConfig)`` (``config``
+   lets a command-line preset name its fields) at the module's
    end and import the module in ``lmcourse/networks/__init__.py``;
 4. check it with ``check_neural(model, purpose)`` for each purpose, as ``tests/test_contract.py``
    does for a GRU: it then trains, checkpoints, resumes and is scored under the cache and
@@ -72,7 +73,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -173,16 +174,29 @@ def bits_per_char(model: LanguageModel, tokens) -> float:
 # ------------------------------------------------------------------ the neural-model contract
 
 MODELS: dict[str, Callable[[dict], object]] = {}  # kind -> build(settings) -> a fresh model
+CONFIGS: dict[str, type] = {}  # kind -> its config dataclass, for those registered with one (the presets read it)
 
 
-def register_model(kind: str, build: Callable[[dict], object]) -> None:
-    """Make checkpoints of ``kind`` rebuild through ``build(settings) -> model`` (see the module docstring)."""
+def register_model(kind: str, build: Callable[[dict], object], config: Optional[type] = None) -> None:
+    """Make checkpoints of ``kind`` rebuild through ``build(settings) -> model`` (see the module docstring);
+    ``config``: the dataclass whose fields ``settings`` holds, so that a preset can name them."""
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"A model kind is a non-empty string such as 'rnnlm', got {kind!r}.")
     if not callable(build):
         raise TypeError(f"register_model({kind!r}, build) needs a callable build(settings) -> model, "
                         f"got {type(build).__name__}.")
     MODELS[kind] = build
+    if config is not None:
+        CONFIGS[kind] = config
+
+
+def model_config_class(kind: str) -> type:
+    """The config dataclass registered for ``kind``; one ValueError sentence if there is none."""
+    model_builder(kind)
+    if kind not in CONFIGS:
+        raise ValueError(f"The model kind {kind!r} was registered without its config class: pass config= to "
+                         "lmcourse.lm.register_model so that presets can name its fields.")
+    return CONFIGS[kind]
 
 
 def model_builder(kind: str) -> Callable[[dict], object]:

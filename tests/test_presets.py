@@ -29,6 +29,10 @@ PAPER_RECIPES = {  # the published commands, read off the sources each preset ci
                     emb_size=300, batch_size=15, lr=15.0, dropoutl=0.29, small_batch_size=5, max_seq_len_delta=20,
                     dropouti=0.55),
     "mos-wt2-finetune": dict(lr=20.0, optimizer="asgd", small_batch_size=5, max_seq_len_delta=20),
+    # the course's own regime (lesson 10's, scaled to the AWD-LSTM's 24M), not a paper's
+    "transformer-ptb": dict(kind="transformer", emb_size=512, num_layers=6, n_heads=8, ffn_size=2048, tie=True,
+                            window=70, bptt=70, batch_size=20, optimizer="adam", warmup=200, lr=1e-3, lr_decay=2.0,
+                            dropout=0.4, positions="learned"),
 }
 
 
@@ -43,7 +47,7 @@ def test_every_preset_has_its_paper_values():
 @pytest.mark.parametrize("name", list(P.PRESETS))
 def test_every_field_is_set_and_cited(name):
     p = P.PRESETS[name]
-    assert set(p.settings) == set(P.field_names()) == set(p.sources)
+    assert set(p.settings) == set(P.field_names(p.kind)) == set(p.sources)
     for key, source in p.sources.items():
         assert isinstance(source, str) and len(source) > 10, f"{name}: {key} has no source"
     for dataset, model in p.published:  # every number it claims is in the bibliography
@@ -58,8 +62,8 @@ def test_the_scales_shrink_sizes_data_and_epochs_not_the_recipe(name):
         small = P.resolve(p, scale)
         changed = {k for k in small if small[k] != p.settings[k]}
         assert changed and changed <= P.SCALABLE, f"{name} at {scale} changes {changed - P.SCALABLE}"
-        for k in ("emb_size", "hidden_size", "epochs"):
-            assert small[k] <= p.settings[k]
+        for k in ("emb_size", "hidden_size", "ffn_size", "epochs"):
+            assert k not in small or small[k] <= p.settings[k]
         P.model_config(small, 50), P.train_config(small)  # valid settings
     ci, cpu = P.resolve(p, "ci"), P.resolve(p, "cpu")
     assert ci["train_tokens"] < cpu["train_tokens"] and ci["emb_size"] < cpu["emb_size"]
@@ -77,7 +81,7 @@ def test_finetuning_presets_continue_their_base_with_the_same_model():
         if p.finetune_of is None:
             continue
         base = P.PRESETS[p.finetune_of]
-        model = lambda s: {k: v for k, v in s.items() if P.field_names()[k] == "model"}  # noqa: E731
+        model = lambda s: {k: v for k, v in s.items() if P.field_names(p.kind)[k] == "model"}  # noqa: E731
         assert base.data == p.data and base.finetune_of is None
         for scale in config.SCALES:
             assert model(P.resolve(p, scale)) == model(P.resolve(base, scale))
@@ -153,3 +157,34 @@ def test_help_lines_carry_the_published_numbers():
         line = P.describe(p)
         for row in P.published_rows(p):
             assert f"{row.test:g}" in line and row.citation in line
+
+
+def test_the_transformer_preset_is_the_awd_lstms_size_and_says_whose_choice_it_is():
+    from lmcourse.lm import model_builder
+    from lmcourse.networks.transformer import TransformerConfig, count_parameters
+
+    p = P.get("transformer-ptb")
+    config = P.model_config(p.settings, 10_000)  # PTB's vocabulary
+    assert isinstance(config, TransformerConfig) and config.window == p.settings["bptt"]
+    assert 23e6 < count_parameters(config) < 25e6  # the AWD-LSTM's 24M (Merity et al. 2018)
+    assert p.finetune_of is None and p.evaluation == {} and p.own
+    assert "Not a paper's recipe; for comparison: Transformer-XL: test 54.52" in P.describe(p)
+    assert not any(q.own for q in P.PRESETS.values() if q is not p)
+    course = [k for k, source in p.sources.items() if "lesson 10's regime" in source]
+    assert {"emb_size", "num_layers", "optimizer", "lr", "warmup", "epochs", "dropout"} <= set(course)
+    assert P.AWD not in " ".join(p.sources[k] for k in ("lr", "warmup", "optimizer"))  # no paper's recipe claimed
+    small = P.resolve(p, "ci")
+    with torch.device("meta"):
+        model = model_builder(small["kind"])(P.model_config(small, 50).as_dict())
+    assert model.kind == "transformer"
+
+
+def test_a_preset_keeps_its_model_kind_and_reads_its_kinds_fields():
+    assert P.parse_overrides(["ffn_size=64", "window=10"], "transformer") == dict(ffn_size=64, window=10)
+    with pytest.raises(ValueError, match="there is no setting 'ffn_size'"):
+        P.parse_overrides(["ffn_size=64"])  # not a field of the recurrent model
+    with pytest.raises(ValueError, match="model kind is its recipe"):
+        P.parse_overrides(["kind=transformer"])
+    settings = P.resolve(P.get("transformer-ptb"), "ci")
+    with pytest.raises(ValueError, match="No model of kind 'gru2'"):
+        P.check(dict(settings, kind="gru2"))

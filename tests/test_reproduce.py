@@ -93,10 +93,30 @@ def test_every_preset_trains_at_ci(name, corpus, base_runs, tmp_path, capsys):
     assert model.config == presets.model_config(settings, len(model.vocab))
     history = json.loads((tmp_path / "run" / "history.json").read_text())
     optimizers = {row["optimizer"] for row in history["rows"]}
-    assert optimizers <= {"sgd", "asgd"} and (settings["optimizer"] != "asgd" or optimizers == {"asgd"})
+    assert optimizers <= {"sgd", "asgd", "adam"} and (settings["optimizer"] != "asgd" or optimizers == {"asgd"})
+    assert (settings["optimizer"] == "adam") == (optimizers == {"adam"})
     if p.finetune_of:  # it starts from the trained run: its starting validation is that run's best
         base = json.loads((base_runs[p.finetune_of] / "history.json").read_text())
         assert history["start"]["valid_loss"] == pytest.approx(base["best"]["valid_loss"], rel=1e-6)
+
+
+def test_the_transformer_preset_trains_resumes_and_evaluates_on_the_embedded_corpus(tmp_path, capsys):
+    out = tmp_path / "t"
+    first = train(capsys, "--preset", "transformer-ptb", "--data", "embedded", "--out", str(out))
+    assert first["epochs"] == presets.resolve(presets.get("transformer-ptb"), "ci")["epochs"] == 2
+    model, _ = load_checkpoint(out / "best.pt", map_location="cpu")
+    assert model.kind == "transformer" and json.loads((out / reproduce.META).read_text())["settings"]["kind"] == \
+        "transformer"
+    more = train(capsys, "--preset", "transformer-ptb", "--data", "embedded", "--out", str(out), "--resume",
+                 "--set", "epochs=3")
+    rows = json.loads((out / "history.json").read_text())["rows"]
+    assert more["epochs"] == 3 and [r["epoch"] for r in rows] == [1, 2, 3] and more["params"] == first["params"]
+    assert rows[2]["valid_loss"] < rows[0]["valid_loss"]  # the third epoch trained on from the second
+    assert main(["evaluate", str(out), "--cache", "--dyneval"]) == 0
+    scored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert scored["preset"] == "transformer-ptb" and scored["wrappers"] == ["dyneval", "cache"]
+    assert scored["base_valid_ppl"] == pytest.approx(more["valid_ppl"], rel=1e-4)
+    assert 1 < scored["valid_ppl"] < scored["base_valid_ppl"]  # 3 epochs: far from fitted, and both wrappers help
 
 
 def test_zaremba_follows_its_fixed_schedule(corpus, tmp_path, capsys):

@@ -192,14 +192,15 @@ class EpochLog(Callback):
 # ------------------------------------------------------------------------------- train
 
 def _model(preset, settings: dict, vocab, source: Optional[Path]):
-    """A fresh model for the recipe, or the best weights of ``source`` for a finetuning preset."""
-    from ..networks.models import RNNLM
+    """A fresh model for the recipe (of any registered kind, built through :func:`lmcourse.lm.model_builder`),
+    or the best weights of ``source`` for a finetuning preset."""
+    from ..lm import model_builder
     from ..training.checkpoint import load_checkpoint
 
     config = presets.model_config(settings, len(vocab))
     if preset.finetune_of is None:
         seed_everything(settings["seed"])
-        model = RNNLM(config)  # a model too big for this machine: one sentence before anything is allocated
+        model = model_builder(settings.get("kind", "rnnlm"))(config.as_dict())  # a model too big for this machine: one sentence before anything is allocated
         if settings.get("init_all"):
             r = config.init_range
             with torch.no_grad():
@@ -310,7 +311,7 @@ def _check_resume(out: Path, meta_now: dict, resume: bool) -> Optional[dict]:
         if saved[key] != meta_now[key]:
             raise LMCourseError(f"The run in {out} was trained with {key} {saved[key]!r}, not {meta_now[key]!r}: "
                                 "resume with the same command.")
-    then, now = saved["settings"], meta_now["settings"]
+    then, now = {"kind": "rnnlm", **saved["settings"]}, meta_now["settings"]  # records before kinds: rnnlm
     diff = next((k for k in sorted(set(then) | set(now)) if k != "epochs" and then.get(k) != now.get(k)), None)
     if diff:
         raise LMCourseError(f"The run in {out} was trained with {diff}={then.get(diff)!r}, not {now.get(diff)!r}: "
@@ -325,7 +326,7 @@ def _plan(args) -> dict:
         raise LMCourseError(f"--from names the trained run a finetuning preset starts from, and {preset.name} trains "
                             "from scratch: drop --from, or choose a -finetune preset.")
     scale = args.scale or default_scale()
-    settings = presets.resolve(preset, scale, presets.parse_overrides(args.set))
+    settings = presets.resolve(preset, scale, presets.parse_overrides(args.set, preset.kind))
     presets.check(settings)  # bad values stop here, before any file
     data = args.data or preset.data
     source = None

@@ -347,4 +347,4 @@ class RNNLM(NeuralLM):
         return sum(p.numel() for p in self.parameters())
 
 
-register_model(RNNLM.kind, lambda settings: RNNLM(LMConfig(**settings)))
+register_model(RNNLM.kind, lambda settings: RNNLM(LMConfig(**settings)), config=LMConfig)

@@ -258,4 +258,5 @@ def count_parameters(config: TransformerConfig) -> int:
         return TransformerLM(config).num_parameters()
 
 
-register_model(TransformerLM.kind, lambda settings: TransformerLM(TransformerConfig(**settings)))
+register_model(TransformerLM.kind, lambda settings: TransformerLM(TransformerConfig(**settings)),
+               config=TransformerConfig)

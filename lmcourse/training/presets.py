@@ -5,14 +5,19 @@ from. A run's settings are built in three layers, each overriding the one before
 
     the paper's recipe  <-  the scale's shrinking (ci, cpu)  <-  --set key=value
 
-At the ``gpu`` scale a preset is the paper's recipe unchanged. The ``ci`` and ``cpu`` scales shrink
-only what :data:`SCALABLE` lists (widths, the number of experts, the data and the number of epochs,
+At the ``gpu`` scale a preset is the paper's recipe unchanged (``transformer-ptb`` is the one recipe that is the
+course's own, lesson 10's regime at the AWD-LSTM's size, since no paper's Transformer recipe for PTB is published). The ``ci`` and ``cpu`` scales shrink
+only what :data:`SCALABLE` lists (widths, the Transformer's feed-forward width, the number of experts, the data and the number of epochs,
 with the two counts measured in epochs, ``nonmono`` and ``decay_after``): the optimizer, the
 dropouts, NT-ASGD, variable BPTT, AR/TAR, the batch and window sizes stay as published.
 
-Fields come from three places, all in one flat namespace: :class:`~lmcourse.networks.models.LMConfig` (the
-model), :class:`~lmcourse.training.trainconfig.TrainConfig` (the training loop) and :data:`RECIPE_FIELDS`
-(what neither holds: how to initialise, how the paper normalised its loss, how much data to read).
+Fields come from three places, all in one flat namespace: the config class of the recipe's model ``kind``
+(registered with :func:`lmcourse.lm.register_model`: :class:`~lmcourse.networks.models.LMConfig` for
+``rnnlm``, :class:`~lmcourse.networks.transformer.TransformerConfig` for ``transformer``),
+:class:`~lmcourse.training.trainconfig.TrainConfig` (the training loop) and :data:`RECIPE_FIELDS`
+(what neither holds: the model kind, how to initialise, how the paper normalised its loss, how much data to read).
+A preset's model is built through the registry (:func:`lmcourse.lm.model_builder`), so any registered kind
+whose config class is registered with it can be a preset's.
 
 One recipe needs a conversion. Zaremba et al. (2014) sum the loss over the ``bptt`` steps of a
 window (and average it over the batch); the course's trainer averages over all tokens, so its
@@ -33,21 +38,24 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..config import SCALES, by_scale
+from ..lm import model_config_class
 from ..literature import cite, published
 from ..networks.models import LMConfig
+from ..networks.transformer import TransformerConfig  # noqa: F401  (importing a model's module registers its kind)
 from .trainconfig import TrainConfig
 
 __all__ = ["Preset", "PRESETS", "RECIPE_FIELDS", "SCALABLE", "get", "field_names", "parse_value",
            "parse_overrides", "resolve", "check", "model_config", "train_config", "describe", "published_rows"]
 
 # what a scale may shrink: sizes, data, epochs and the two counts measured in epochs
-SCALABLE = frozenset({"emb_size", "hidden_size", "last_size", "n_experts", "epochs", "nonmono", "decay_after",
+SCALABLE = frozenset({"emb_size", "hidden_size", "last_size", "ffn_size", "n_experts", "epochs", "nonmono", "decay_after",
                       "train_tokens", "valid_tokens", "test_tokens"})
 # TrainConfig fields that are about where a run writes and what it shows, not about the recipe
 NOT_SETTINGS = frozenset({"checkpoint", "out_dir", "progress", "live_plot", "checkpoint_every", "bf16", "tf32"})
 
 # name -> (type, default, meaning): the recipe fields that are neither LMConfig's nor TrainConfig's
 RECIPE_FIELDS = {
+    "kind": (str, "rnnlm", "the model kind the recipe trains (registered with lmcourse.lm.register_model)"),
     "init_all": (bool, False, "initialise every parameter uniformly in [-init_range, init_range], "
                               "the LSTM's included (else only the embedding and decoder)"),
     "loss_sum_over_time": (bool, False, "the paper's loss sums over the window's steps: lr and clip are "
@@ -66,6 +74,7 @@ class Preset:
     ``published``: ``(dataset, model)`` keys of :data:`lmcourse.literature.PUBLISHED` this recipe
     reproduces. ``finetune_of``: the preset whose trained run this one continues (its best weights).
     ``evaluation``: the settings the papers scored with, ``{"cache": {...}, "dyneval": {...}}``.
+    ``own``: the recipe is the course's, not a paper's; its ``published`` rows stand beside it for comparison.
     """
 
     name: str
@@ -77,6 +86,12 @@ class Preset:
     scales: dict = field(default_factory=dict)
     finetune_of: Optional[str] = None
     evaluation: dict = field(default_factory=dict)
+    own: bool = False  # the course's own recipe: ``published`` rows are for comparison, not reproduced
+
+    @property
+    def kind(self) -> str:
+        """The model kind the recipe trains (``rnnlm``, ``transformer``, ...)."""
+        return self.settings["kind"]
 
 
 # ------------------------------------------------------------------------------- building recipes
@@ -101,6 +116,7 @@ PTE = cite("pytorch-examples")
 ZAR = cite("zaremba2014")
 
 COURSE = layers(
+    cited("not a hyperparameter: the papers' recurrent language model (lmcourse.networks.models.RNNLM)", kind="rnnlm"),
     cited("not a hyperparameter: the course's fast path, torch.nn.LSTM", cell="fast"),
     cited("not a hyperparameter: whole epochs", max_batches=None),
     cited("the whole split, as the papers read it", train_tokens=None, valid_tokens=None, test_tokens=None),
@@ -192,6 +208,39 @@ MOS_WT2 = layers(MOS_MAIN, cited(
 MOS_FINETUNE = cited(f"{MOS}, finetune.py (ASGD from the trained weights, same window cap; stops on the "
                      "non-monotone trigger)", optimizer="asgd", stop_nonmono=True)
 
+
+
+def _training_only(recipe: tuple[dict, dict]) -> tuple[dict, dict]:
+    """The fields of ``recipe`` that are not the recurrent model's (the training loop's and the recipe's)."""
+    values, sources = recipe
+    model = {f.name for f in dataclasses.fields(LMConfig)}
+    keep = [k for k in values if k not in model]
+    return {k: values[k] for k in keep}, {k: sources[k] for k in keep}
+
+
+LESSON10 = "lesson 10's regime, scaled (the course's own choice, not a paper's)"
+# No paper's Transformer recipe for PTB is written out here: Transformer-XL reports 54.52 on PTB with 24M
+# parameters (Dai et al. 2019) but ships no PTB script (refs.md, section 9), so its hyperparameters are unknown.
+TRANSFORMER_PTB = layers(
+    _training_only(COURSE),
+    cited("not a hyperparameter: the course's decoder-only Transformer (lmcourse.networks.transformer)",
+          kind="transformer", attention="fused"),
+    cited(f"{LESSON10}: E = 512, 6 pre-norm blocks of 8 heads and a feed-forward layer of 2048, tied, which is "
+          "24.0M parameters on PTB's 10,000 words, the AWD-LSTM's 24M (Merity et al. 2018, Table 1)",
+          emb_size=512, num_layers=6, n_heads=8, ffn_size=2048, tie=True, head_size=None, vector_size=None),
+    cited(f"{LESSON10}: a learned bias per head and distance, in the spirit of Dai et al. 2019", positions="learned"),
+    cited(f"{LESSON10}: dropout at the AWD-LSTM's output rate (Merity et al. 2018, PTB command), none on the "
+          "attention weights; the package's uniform range", dropout=0.4, attn_dropout=0.0, init_range=0.1),
+    cited(f"{LESSON10}: the AWD-LSTM's PTB batch, window and clip (Merity et al. 2018); each token attends to the "
+          "window's 70 tokens back, carried across batches", batch_size=20, bptt=70, window=70, clip=0.25,
+          eval_batch_size=10),
+    cited(f"{LESSON10}: Adam at 1e-3 after a linear warm-up over 200 batches, the rate halved when validation "
+          "stalls; Transformer-XL's PTB recipe is not published (no PTB script), so none is copied",
+          optimizer="adam", lr=1e-3, warmup=200, lr_decay=2.0),
+    cited(f"{LESSON10}: 60 epochs (the best epoch's weights are kept)", epochs=60),
+    cited("none published: the course's seed", seed=1111),
+)
+
 # ------------------------------------------------------------------------------- the scales
 
 def small(family: str, scale: str) -> dict:
@@ -209,6 +258,8 @@ def small(family: str, scale: str) -> dict:
                         cpu=dict(emb_size=100, hidden_size=300, last_size=150, n_experts=5, epochs=3, nonmono=1,
                                  train_tokens=50_000, valid_tokens=10_000, test_tokens=10_000), gpu={},
                         scale=scale),
+        "transformer": by_scale(ci=dict(emb_size=16, ffn_size=32, epochs=2, **ci_data),
+                                cpu=dict(emb_size=128, ffn_size=512, epochs=4, **cpu_data), gpu={}, scale=scale),
     }[family]
 
 
@@ -222,11 +273,12 @@ DYNEVAL_MOS_WT2 = dict(paper="MoS, wikitext-2", source=f"{MOS}, README (WikiText
                                                        "--epsilon 0.002)")
 
 
-def _preset(name, summary, data, recipe, published_, family, finetune_of=None, evaluation=None) -> Preset:
+def _preset(name, summary, data, recipe, published_, family, finetune_of=None, evaluation=None,
+            own=False) -> Preset:
     values, sources = recipe
     return Preset(name, summary, data, dict(values), dict(sources), tuple(published_),
                   {scale: small(family, scale) for scale in SCALES}, finetune_of,
-                  evaluation or {})
+                  evaluation or {}, own)
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in [
@@ -269,32 +321,40 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                                  cited(f"{MOS}, README (WikiText-2 finetuning: --lr 20.0)", lr=20.0)),
             [("wikitext-2", "AWD-LSTM + MoS"), ("wikitext-2", "AWD-LSTM + MoS + dynamic evaluation")], "mos",
             finetune_of="mos-wt2", evaluation={"cache": CACHE_WT2, "dyneval": DYNEVAL_MOS_WT2}),
+    # No -finetune: ASGD from the trained weights is the AWD-LSTM's last step, not part of the Transformer's
+    # regime. No evaluation settings either: the papers' cache and dynamic evaluation were tuned on LSTMs (lesson 10
+    # found the RMS rule's rate 100 times lower on a Transformer), so `evaluate` takes the package's defaults, or
+    # tunes them on valid with --tune-on valid.
+    _preset("transformer-ptb", "decoder-only Transformer, 6x512, 24M tied, Adam with warm-up, on PTB (the course's "
+            "regime of lesson 10; Transformer-XL's 24M row for comparison)", "ptb", TRANSFORMER_PTB,
+            [("ptb", "Transformer-XL")], "transformer", own=True),
 ]}
 
 
 # ------------------------------------------------------------------------------- fields and values
 
-def _model_fields() -> dict:
-    return {f.name: f for f in dataclasses.fields(LMConfig) if f.name != "vocab_size"}
+def _model_fields(kind: str = "rnnlm") -> dict:
+    """The model fields of ``kind``: its registered config class's, less ``vocab_size``."""
+    return {f.name: f for f in dataclasses.fields(model_config_class(kind)) if f.name != "vocab_size"}
 
 
 def _train_fields() -> dict:
     return {f.name: f for f in dataclasses.fields(TrainConfig) if f.name not in NOT_SETTINGS}
 
 
-def field_names() -> dict:
-    """``{field: "model" | "train" | "recipe"}`` for every field a preset sets."""
-    out = dict.fromkeys(_model_fields(), "model")
+def field_names(kind: str = "rnnlm") -> dict:
+    """``{field: "model" | "train" | "recipe"}`` for every field a preset of model ``kind`` sets."""
+    out = dict.fromkeys(_model_fields(kind), "model")
     out.update(dict.fromkeys(_train_fields(), "train"))
     out.update(dict.fromkeys(RECIPE_FIELDS, "recipe"))
     return out
 
 
-def _field_type(name: str):
+def _field_type(name: str, kind: str = "rnnlm"):
     """The declared type of a field (``Optional[int]`` and the like kept as they are)."""
     if name in RECIPE_FIELDS:
         return RECIPE_FIELDS[name][0]
-    cls = LMConfig if name in _model_fields() else TrainConfig
+    cls = model_config_class(kind) if name in _model_fields(kind) else TrainConfig
     return typing.get_type_hints(cls)[name]
 
 
@@ -309,9 +369,10 @@ _NONE, _TRUE, _FALSE = ("none", "null"), ("true", "yes", "1", "on"), ("false", "
 _KINDS = {int: "a whole number", float: "a number", bool: "true or false", str: "a word"}
 
 
-def parse_value(name: str, text: str):
-    """``text`` read as the type of field ``name`` (``none`` for an optional field); one ValueError sentence."""
-    kind = _field_type(name)
+def parse_value(name: str, text: str, model_kind: str = "rnnlm"):
+    """``text`` read as the type of field ``name`` of a ``model_kind`` preset (``none`` for an optional field);
+    one ValueError sentence."""
+    kind = _field_type(name, model_kind)
     optional = typing.get_origin(kind) is typing.Union and type(None) in typing.get_args(kind)
     base = next(a for a in typing.get_args(kind) if a is not type(None)) if optional else kind
     raw = text.strip()
@@ -340,9 +401,10 @@ def parse_value(name: str, text: str):
     return raw
 
 
-def parse_overrides(pairs) -> dict:
-    """``["lr=20", "epochs=3"]`` -> ``{"lr": 20.0, "epochs": 3}``, each value read as its field's type."""
-    known, out = field_names(), {}
+def parse_overrides(pairs, kind: str = "rnnlm") -> dict:
+    """``["lr=20", "epochs=3"]`` -> ``{"lr": 20.0, "epochs": 3}``, each value read as its field's type in a preset
+    of model ``kind``."""
+    known, out = field_names(kind), {}
     for pair in pairs or ():
         if "=" not in pair:
             raise ValueError(f"--set {pair}: write it as key=value, e.g. --set epochs=3.")
@@ -351,7 +413,10 @@ def parse_overrides(pairs) -> dict:
         if key not in known:
             close = [k for k in known if key in k or k in key] or sorted(known)
             raise ValueError(f"--set {pair}: there is no setting {key!r}; the settings are {', '.join(close)}.")
-        out[key] = parse_value(key, value)
+        if key == "kind" and value.strip() != kind:
+            raise ValueError(f"--set {pair}: a preset's model kind is its recipe ({kind}); choose a preset of the "
+                             "kind you want instead.")
+        out[key] = parse_value(key, value, kind)
     return out
 
 
@@ -370,21 +435,27 @@ def resolve(preset: Preset, scale: str, overrides: Optional[dict] = None) -> dic
 def check(settings: dict) -> None:
     """One ValueError sentence for the first setting that is unknown or out of range.
 
-    The model and training fields are checked by building :class:`LMConfig` and
+    The model and training fields are checked by building the kind's config class and
     :class:`TrainConfig` (every number finite, in range, whole where it must be); the recipe
     fields here: flags are booleans, token counts positive integers or None.
     """
     if not isinstance(settings, dict):
         raise ValueError(f"The settings must be a dict of field values, got {type(settings).__name__}.")
-    known = field_names()
+    kind = settings.get("kind", "rnnlm")  # a record written before presets had kinds holds an rnnlm
+    if not isinstance(kind, str):
+        raise ValueError(f"kind must name a registered model kind such as 'rnnlm', got {kind!r}.")
+    model_config_class(kind)  # a kind nobody registered: one sentence naming the known ones
+    known = field_names(kind)
     unknown = sorted(k for k in settings if k not in known)
     if unknown:
         raise ValueError(f"There is no setting {unknown[0]!r}: the settings are {', '.join(sorted(known))}.")
-    for name, (kind, _, _) in RECIPE_FIELDS.items():
+    for name, (type_, _, _) in RECIPE_FIELDS.items():
         value = settings.get(name)
-        if kind is bool and not isinstance(value, bool):
+        if type_ is str:
+            continue  # the kind, checked above
+        if type_ is bool and not isinstance(value, bool):
             raise ValueError(f"{name} must be true or false, got {value!r}.")
-        if kind is not bool and value is not None and (isinstance(value, bool) or not isinstance(value, int)
+        if type_ is not bool and value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                                        or value < 1):
             raise ValueError(f"{name} must be a positive whole number of tokens, or none for the whole split, "
                              f"got {value!r}.")
@@ -393,13 +464,14 @@ def check(settings: dict) -> None:
 
 
 def _split(settings: dict, group: str) -> dict:
-    names = field_names()
+    names = field_names(settings.get("kind", "rnnlm"))
     return {k: v for k, v in settings.items() if names.get(k) == group}
 
 
-def model_config(settings: dict, vocab_size: int) -> LMConfig:
-    """The :class:`LMConfig` of resolved ``settings`` for a vocabulary of ``vocab_size`` words."""
-    return LMConfig(vocab_size=vocab_size, **_split(settings, "model"))
+def model_config(settings: dict, vocab_size: int):
+    """The model config of resolved ``settings`` (the config class registered for their ``kind``: an
+    :class:`LMConfig` for ``rnnlm``) for a vocabulary of ``vocab_size`` words."""
+    return model_config_class(settings.get("kind", "rnnlm"))(vocab_size=vocab_size, **_split(settings, "model"))
 
 
 def train_config(settings: dict, **where) -> TrainConfig:
@@ -434,4 +506,5 @@ def describe(preset: Preset) -> str:
     numbers = "; ".join(f"{row.model}: {'test ' if row.valid is None else f'valid {row.valid:g}, test '}"
                         f"{row.test:g} ({row.citation})" for row in published_rows(preset))
     after = f" Continues a trained `{preset.finetune_of}` run." if preset.finetune_of else ""
-    return f"{preset.name}: {preset.summary}.{after} Published: {numbers}."
+    label = "Not a paper's recipe; for comparison" if preset.own else "Published"
+    return f"{preset.name}: {preset.summary}.{after} {label}: {numbers}."

@@ -172,3 +172,26 @@ def _wrapped(scale: str) -> list:
 
 
 RUNS = {"10-transformer": _trained, "10-equal-time": _equal_time, "10-wrappers": _wrapped}
+
+
+# ------------------------------------------------------------------------------- at gpu: the two on Penn Treebank
+
+# The command line's finished PTB runs the lesson reads at ``gpu`` (label -> its run directory and the presets that
+# train it, in order): the AWD-LSTM after its finetuning, and the course's Transformer of the same 24M parameters.
+PTB_RUNS = {
+    "AWD-LSTM": ("runs/awd-lstm-ptb-finetune-gpu", ("awd-lstm-ptb", "awd-lstm-ptb-finetune")),
+    "Transformer": ("runs/transformer-ptb-gpu", ("transformer-ptb",)),
+}
+__all__ += ["PTB_RUNS", "ptb_runs", "ptb_train_command"]
+
+
+def ptb_runs(scale: str) -> dict:
+    """``{label: run directory}`` of the PTB runs the lesson reads at ``scale`` (only at ``gpu``; none below)."""
+    return {label: folder for label, (folder, _) in PTB_RUNS.items()} if scale == "gpu" else {}
+
+
+def ptb_train_command(label: str) -> str:
+    """The command lines that train the run ``label`` of :data:`PTB_RUNS`, in one line."""
+    if label not in PTB_RUNS:
+        raise ValueError(f"{label!r} is not one of lesson 10's PTB runs: use one of {', '.join(PTB_RUNS)}.")
+    return " && ".join(f"python -m lmcourse train --preset {name} --scale gpu" for name in PTB_RUNS[label][1])
