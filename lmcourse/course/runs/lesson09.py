@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -46,7 +46,7 @@ from ...training.settings import configs
 from ...training.trainer import Trainer, TrainConfig
 
 __all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
-           "rung_settings", "wrapper_settings", "train_rung", "wrappers", "run_ladder"]
+           "rung_settings", "wrapper_settings", "fit_on_one_thread", "train_rung", "wrappers", "run_ladder"]
 
 SEEDS = (0, 1, 2)
 AWD_PTB_DROPOUTS = dict(dropout=0.4, dropouth=0.25, dropouti=0.4, dropoute=0.1, wdrop=0.5)  # Merity et al. 2018
@@ -148,24 +148,31 @@ def train_config(settings: dict, **shown) -> TrainConfig:
     return rung_configs(settings, 1, **shown)[1]
 
 
+def fit_on_one_thread(build: Callable[[], torch.nn.Module], settings: dict, corpus, config: TrainConfig,
+                      floor: Optional[float] = None, plot: bool = True) -> tuple:
+    """``(model, history)``: ``build()`` made from ``settings["seed"]`` and trained on one thread, so that the
+    summation order, hence the run, is the same whatever the machine's cores (lessons 09 and 10 alike)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        seed_everything(settings["seed"])
+        lm = build()
+        lm.vocab = corpus.vocab
+        callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
+        return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
+    finally:
+        torch.set_num_threads(threads)
+
+
 def train_rung(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
                plot: bool = True, progress: Optional[bool] = None, store: bool = True, scale: Optional[str] = None,
                dataset=None):
     """Train one rung (or load it: the committed reference run, then the user's cache); a CachedRun.
 
     ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key."""
-    def fit():  # on one thread: the summation order, hence the run, is the same whatever the machine's cores
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            seed_everything(settings["seed"])
-            lm = RNNLM(model_config(settings, len(corpus.vocab)))
-            lm.vocab = corpus.vocab
-            config = train_config(settings, progress=progress, live_plot=plot)
-            callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
-            return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
-        finally:
-            torch.set_num_threads(threads)
+    def fit():
+        return fit_on_one_thread(lambda: RNNLM(model_config(settings, len(corpus.vocab))), settings, corpus,
+                                 train_config(settings, progress=progress, live_plot=plot), floor, plot)
 
     if not store:  # the benchmark's path: train, keep nothing
         model, history = fit()

@@ -22,17 +22,13 @@ import json
 import math
 from typing import Optional
 
-import torch
-
 from ... import config as global_config
-from ...config import seed_everything
 from ...lm import perplexity
 from ...networks.transformer import TransformerConfig, TransformerLM
 from ...store.stored_numbers import compute_or_load
 from ...store.stored_runs import CachedRun, train_or_load
-from ...training.callbacks import LivePlot
 from ...training.settings import split
-from ...training.trainer import Trainer, TrainConfig
+from ...training.trainer import TrainConfig
 from . import lesson09 as ladder
 
 __all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "DYN_GRID", "transformer_settings", "model_config", "fit",
@@ -89,17 +85,8 @@ def train_config(settings: dict, **shown) -> TrainConfig:
 
 def fit(settings: dict, corpus, floor: Optional[float] = None, plot: bool = True, progress: Optional[bool] = None):
     """Train one Transformer run from its seed on one thread: ``(model, history)``."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        seed_everything(settings["seed"])
-        lm = TransformerLM(model_config(settings, len(corpus.vocab)))
-        lm.vocab = corpus.vocab
-        config = train_config(settings, progress=progress, live_plot=plot)
-        callbacks = [LivePlot(floor=floor, title=f"{settings['rung']}, seed {settings['seed']}")] if plot else []
-        return lm, Trainer(lm, corpus.train, corpus.valid, config, callbacks=callbacks).fit()
-    finally:
-        torch.set_num_threads(threads)
+    return ladder.fit_on_one_thread(lambda: TransformerLM(model_config(settings, len(corpus.vocab))), settings,
+                                    corpus, train_config(settings, progress=progress, live_plot=plot), floor, plot)
 
 
 def train_transformer(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,
