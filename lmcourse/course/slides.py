@@ -90,7 +90,6 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
     "07": (("d41f2d57", SLIDE), ("b0ede868", ON),                             # the claim; the papers' gains
            ("8854e16b", SLIDE), ("41accb49", ON), ("35247d34", FRAGMENT), ("dd6a6dbf", ON),  # the cache, coded
            ("a8c7a4f4", SLIDE), ("25c8e368", ON), ("33b7a233", FRAGMENT),     # theta and lambda (heat map)
-           ("d7f6f724", SUB), ("822d6fef", FRAGMENT),                         # perplexity against the window
            ("233032af", SLIDE), ("7838bead", ON), ("c8f5c4c3", FRAGMENT),     # who gains: names
            ("52892dca", SLIDE), ("1f06da74", ON), ("0da882bc", ON),           # the attention explorer
            ("b85879bd", SLIDE)),                                              # what to take away
