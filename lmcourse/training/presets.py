@@ -220,7 +220,8 @@ def _training_only(recipe: tuple[dict, dict]) -> tuple[dict, dict]:
 
 LESSON10 = "lesson 10's regime, scaled (the course's own choice, not a paper's)"
 # No paper's Transformer recipe for PTB is written out here: Transformer-XL reports 54.52 on PTB with 24M
-# parameters (Dai et al. 2019) but ships no PTB script (refs.md, section 9), so its hyperparameters are unknown.
+# parameters (Dai et al. 2019; the row as listed in the NLP-progress language-modelling table) and gives no
+# PTB training recipe in its paper, so its hyperparameters are not known to the course.
 TRANSFORMER_PTB = layers(
     _training_only(COURSE),
     cited("not a hyperparameter: the course's decoder-only Transformer (lmcourse.networks.transformer)",
