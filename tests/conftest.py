@@ -1,5 +1,6 @@
 """Shared test set-up: the real corpora come from LMCOURSE_DATA, or ../shared/data beside the repo."""
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,13 @@ def _cuda_tests_in_full_float32(request):
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@pytest.fixture
+def closed_url():
+    """An address on this machine where nothing listens: a download from it fails at once."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}/file.txt"

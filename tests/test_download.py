@@ -2,7 +2,6 @@
 import hashlib
 import io
 import os
-import socket
 import tarfile
 import threading
 import zipfile
@@ -74,15 +73,6 @@ def server(monkeypatch):
     httpd.shutdown()
     httpd.server_close()
     thread.join(timeout=5)
-
-
-@pytest.fixture
-def closed_url():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"http://127.0.0.1:{port}/file.txt"
 
 
 def listing(folder):

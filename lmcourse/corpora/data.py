@@ -141,15 +141,20 @@ def _a_loop_or_a_dangling_link(path: Path) -> Optional[CorpusError]:
     return None
 
 
+def _refuse_unreadable(path: Path, fix: str) -> None:
+    """Refuse ``path`` in one sentence when it is a loop of links, a dangling link or a folder; ``fix`` says
+    what to do instead."""
+    broken = _a_loop_or_a_dangling_link(path)
+    if broken is not None:
+        raise broken
+    if path.is_dir():
+        raise CorpusError(f"{path} is a folder, not a text file: {fix}")
+
+
 def _split_files(folder: Path) -> list[Path]:
     for split in SPLITS:
         path = folder / f"{split}.txt"
-        broken = _a_loop_or_a_dangling_link(path)
-        if broken is not None:
-            raise broken
-        if path.is_dir():
-            raise CorpusError(f"{path} is a folder, not a text file: a corpus folder needs the files train.txt, "
-                              "valid.txt and test.txt.")
+        _refuse_unreadable(path, "a corpus folder needs the files train.txt, valid.txt and test.txt.")
         if not path.is_file():
             raise CorpusError(f"The folder {folder} has no {split}.txt: a corpus folder needs train.txt, "
                               "valid.txt and test.txt.")
@@ -209,12 +214,8 @@ def _locate(name, data_dir) -> tuple[str, list[Path], Optional[Path]]:
 
 def _vocab_file(vocab: Path) -> Optional[Path]:
     """``vocab`` when the folder has one, None when it has none; a vocab.txt that cannot be a list is refused."""
-    broken = _a_loop_or_a_dangling_link(vocab)
-    if broken is not None:
-        raise broken
-    if vocab.is_dir():
-        raise CorpusError(f"{vocab} is a folder, not a text file: put one token a line in a file vocab.txt, "
-                          "or remove the folder to build the vocabulary from train.txt.")
+    _refuse_unreadable(vocab, "put one token a line in a file vocab.txt, or remove the folder to build the "
+                              "vocabulary from train.txt.")
     return vocab if vocab.exists() else None
 
 

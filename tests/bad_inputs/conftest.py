@@ -1,5 +1,4 @@
 """Fixtures of the bad-input tests: a fresh home, cache and data folder with no network."""
-import socket
 
 import pytest
 
@@ -8,15 +7,6 @@ from lmcourse.cli.main import main
 from lmcourse.corpora.download import Remote
 
 from .helpers import small_corpus, train_argv
-
-
-@pytest.fixture
-def closed_url():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"http://127.0.0.1:{port}/file.txt"
 
 
 @pytest.fixture
