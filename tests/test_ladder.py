@@ -7,7 +7,7 @@ import torch
 
 from lmcourse.adapt.cache_tuning import CacheInputs, grid_search
 from lmcourse.course import registry
-from lmcourse.course.runs import lesson09 as ladder
+from lmcourse.course.runs import course_model, lesson09 as ladder
 
 
 @pytest.mark.parametrize("scale", ["ci", "cpu", "gpu"])
@@ -80,7 +80,7 @@ def test_changes_reach_the_corpus_or_the_shared_settings():
 
 def test_the_declared_runs_are_the_lessons_settings():
     for scale in ("ci", "cpu"):
-        declared = registry.settings("09-ladder", scale)
+        declared = registry.settings(course_model.NAME, scale)
         shared = ladder.shared_settings(scale)
         assert len(declared) == len(ladder.TRAINED) * len(ladder.SEEDS)
         assert declared[0] == ladder.rung_settings(ladder.TRAINED[0], ladder.SEEDS[0], shared)

@@ -76,7 +76,7 @@ def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
     from ..store import reference_runs as reference
     from ..store.stored_numbers import compute_or_load
     from ..store.stored_runs import run_key
-    from .runs import lesson09 as L
+    from .runs import course_model, lesson09 as L
 
     with _at_scale(scale):
         shared = L.shared_settings(scale)
@@ -89,8 +89,8 @@ def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
             rungs[rung] = {"valid": [], "test": []}
             for seed in L.SEEDS:
                 settings = L.rung_settings(rung, seed, shared)
-                key = run_key("09-ladder", settings, corpus.vocab, scale, config.EMBEDDED)
-                found = reference.load("09-ladder", key, corpus.vocab)
+                key = run_key(course_model.NAME, settings, corpus.vocab, scale, config.EMBEDDED)
+                found = reference.load(course_model.NAME, key, corpus.vocab)
                 if found is None:
                     raise _missing(f"run of rung {rung!r}, seed {seed},")
                 model = found[0].eval()
