@@ -17,6 +17,12 @@ share_limit = 200 / (2 * 200 + 1)    # V E / (V (2E + 1) + LSTM) with E = 200: t
 why_share_limit = "b"    # per word: E + E + 1 (the decoder bias), of which tying removes E
 
 
+# 04.band
+def band_change(log_p_untied, log_p_tied, counts, lo, hi):
+    inside = (counts >= lo) & (counts < hi)                      # the tokens of the band
+    return (-log_p_tied[inside]).mean() - (-log_p_untied[inside]).mean()   # tied − untied, nats per token
+
+
 def _copy(model):                 # equal numbers, but two Parameters that drift apart
     with torch.no_grad():
         model.head.decoder.weight.copy_(model.embedding.weight)
@@ -33,10 +39,14 @@ ANSWERS = {
     "04.rows": rows_prediction,
     "04.share-limit": share_limit,
     "04.share-limit-why": why_share_limit,
+    "04.band": band_change,
 }
 WRONG = {
     "04.tie": [_copy, _clone],
     "04.rows": [({1, 3}, {1, 3, 4}), ({0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5})],
     "04.share-limit": [0.5, 0.46],
     "04.share-limit-why": ["a", "c", "half"],
+    "04.band": [lambda u, t, c, lo, hi: -band_change(u, t, c, lo, hi),                         # the sign reversed
+                lambda u, t, c, lo, hi: (u - t).mean(),                                         # every token
+                lambda u, t, c, lo, hi: (u - t)[(c >= lo) & (c <= hi)].mean()],                 # hi included
 }

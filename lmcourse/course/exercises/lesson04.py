@@ -1,4 +1,4 @@
-r"""Lesson 04 exercises: the tie itself, which rows get a gradient, the most tying can save.
+r"""Lesson 04 exercises: the tie itself, which rows get a gradient, the most tying can save, its change in a band.
 
 - ``04.tie``: make the decoder's weight *the same* Parameter as the embedding (Press & Wolf 2017;
   Inan et al. 2017), so there is one table and one gradient.
@@ -8,6 +8,9 @@ r"""Lesson 04 exercises: the tie itself, which rows get a gradient, the most tyi
   :math:`N = 2VE + V + 4(2E^2 + 2E)` parameters, a share that tends to :math:`E / (2E + 1)` as
   :math:`V` grows.
 - ``04.share-limit-why``: the reason behind the exercise's answer, one letter of 3.
+- ``04.band``: the change that tying makes in one training-frequency band, with the course's sign
+  (:mod:`lmcourse.course.frequency`): :math:`\Delta_b` = mean loss tied − mean loss untied over the tokens
+  whose word was seen :math:`lo \le c < hi` times in training; negative where tying helps.
 """
 from __future__ import annotations
 
@@ -110,3 +113,46 @@ multiple_choice("04.share-limit-why", right="b", why_not=_WHY_NOT_SHARE_LIMIT_WH
                 "word bring to the untied model, and how many of them does tying remove?",
                 explanation="per word the untied model holds an embedding row, a decoder row and a decoder bias, 2E + 1 "
                 "numbers; tying removes E of them, hence E / (2E + 1) = 200 / 401.")
+
+
+BAND = (1, 10)  # exercise 04.band: the words seen 1 to 9 times in training
+
+
+def _band_case(seed: int = 0) -> tuple:
+    """Random per-token log-probabilities of an untied and a tied model, and counts that include the band's
+    edges (0, 1, 9, 10), so that an inclusive upper bound or a missing mask shows."""
+    g = torch.Generator().manual_seed(seed)
+    n = 200
+    counts = torch.cat([torch.tensor([0, 1, 9, 10, 10, 10]), torch.randint(0, 30, (n - 6,), generator=g)])  # (n,)
+    untied = -torch.rand(n, generator=g, dtype=torch.float64) * 6                                       # (n,)
+    tied = untied + torch.where(counts < 10, 0.5, -0.3).double() * torch.rand(n, generator=g, dtype=torch.float64)
+    return untied, tied, counts
+
+
+@exercise("04.band", hint="build a mask of the tokens with lo <= count < hi (the upper edge belongs to the next "
+                          "band); the loss of a token is minus its log-probability; subtract in the order the "
+                          "course's sign asks for.")
+def check_band(answer) -> str:
+    from ..frequency import compare_log_probs
+
+    untied, tied, counts = _band_case()
+    lo, hi = BAND
+    want = float(compare_log_probs(untied, tied, counts, edges=BAND).change[0, 1])
+    got = float(answer(untied, tied, counts, lo, hi))
+    inside = (counts >= lo) & (counts < hi)
+    if abs(got - want) < 1e-9:
+        return (f"{want:+.4f} nats per token: negative, so tying helps in this band; lmcourse.course.frequency "
+                "gives every band at once, with the same sign.")
+    if abs(got + want) < 1e-9:
+        raise Wrong("the sign is reversed: the change is tied − untied in loss, mean(-log p_tied) − "
+                    "mean(-log p_untied), negative where tying helps.")
+    if abs(got - float((untied - tied).mean())) < 1e-9 or abs(got - float((tied - untied).mean())) < 1e-9:
+        raise Wrong("that is the change over all tokens: keep only those whose word was seen lo <= count < hi "
+                    "times in training.")
+    closed = (counts >= lo) & (counts <= hi)
+    if abs(got - float((untied[closed] - tied[closed]).mean())) < 1e-9:
+        raise Wrong("a word seen exactly hi times belongs to the next band: the band is lo <= count < hi.")
+    if abs(got - float((untied[inside] - tied[inside]).sum())) < 1e-9:
+        raise Wrong("that is a sum over the band's tokens: the change is per token, a mean.")
+    raise Wrong(f"{got:+.4f} is not the band's change: mean(-log p_tied) − mean(-log p_untied) over the tokens "
+                "with lo <= count < hi.")
