@@ -1,9 +1,9 @@
-"""The stored runs of lessons 02b (the shared word LSTM), 03 and 04: declared once, shared, owned by their lesson."""
+"""The stored runs of lessons 02b (the shared word LSTM) and 03: declared once, shared, owned by their lesson."""
 import pytest
 
 from lmcourse import config
 from lmcourse.course import registry
-from lmcourse.course.runs import lesson03, lesson04, word_lstm
+from lmcourse.course.runs import lesson03, word_lstm
 from lmcourse.course.runs import lesson08
 from lmcourse.store import reference_runs as reference
 from lmcourse.store import stored_numbers
@@ -13,16 +13,12 @@ AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (
 
 @pytest.mark.parametrize("scale", config.SCALES)
 def test_the_declarations_are_built_from_the_lessons_knobs(scale):
-    k3, k4 = lesson03.knobs(scale), lesson04.knobs(scale)
+    k3 = lesson03.knobs(scale)
     dropout = lesson03.dropout_runs(k3)
     assert registry.settings("03-dropout", scale) == list(dropout.values())
     assert len(dropout) == 6 * len(k3["SEEDS"])
     assert all(s["eval_tokens"] == (k3["EVAL_TOKENS"] if name == k3["TABLE_VARIANT"] else None)
                for (name, _), s in dropout.items())
-    tying = lesson04.tying_runs(k4)
-    whole, measured = registry.settings("04-tying", scale), registry.settings("04-tying-measured", scale)
-    assert whole == [tying[tie, k4["SEEDS"][0]] for tie in (False, True)]
-    assert measured == [tying[tie, s] for s in k4["SEEDS"][1:] for tie in (False, True)]
 
 
 def test_a_changed_knob_gives_other_settings():
@@ -67,7 +63,7 @@ def test_make_runs_picks_the_lessons_that_store_measurements_only(tmp_path):
     (tmp_path / "03_c.ipynb").write_text('{"cells": [{"source": "print(2)"}]}')
     assert [p.name for p in lessons.with_runs(lessons.lessons(folder=tmp_path))] == ["03_c.ipynb"]
     real = [lessons.lesson_id(p) for p in lessons.with_runs(lessons.lessons())]
-    assert real == ["02b", "03", "04", "05", "08", "09", "10"]
+    assert real == ["02b", "03", "05", "08", "09", "10"]  # 04 reads the course model (lesson 09's runs)
 
 
 def test_the_one_training_function_loads_the_committed_word_lstm(monkeypatch):

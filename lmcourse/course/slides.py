@@ -68,10 +68,11 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("3e7cfcdb", SLIDE)),                                              # what to take away
     "04": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # one Parameter, two uses
            ("c010", SLIDE), ("c011", ON),                                     # parameters saved (figure)
-           ("c014", SLIDE), ("c018", SLIDE), ("c019", FRAGMENT),              # tied against untied, seeds' spread
-           ("30c3984b", SLIDE), ("61d65c4d", ON), ("28b7b144", FRAGMENT),     # where it pays: rare words
+           ("c014", SLIDE), ("c015", ON), ("e4a1c016", FRAGMENT),             # what a seed fixes; one ulp grows
+           ("e4a1c017", SLIDE), ("e4a1c018", ON), ("e4a1c020", FRAGMENT),     # untied against tied, seeds' spread
+           ("e4a1c021", SLIDE), ("e4a1c022", ON), ("e4a1c023", FRAGMENT),     # where it pays: rare words
            ("c025", SLIDE), ("c026", ON),                                     # the neighbours explorer
-           ("c029", SLIDE)),                                                  # what to take away
+           ("c029", SLIDE), ("e4a1c029", ON)),                                # what to take away
     "05": (("89c26d93", SLIDE), ("c986541b", SLIDE),                          # the claim; the true matrix A
            ("463a024d", SLIDE), ("33ccfe1e", ON),                             # rank(HW^T) <= d (spectra)
            ("78ca01a2", SLIDE), ("d2a5732d", ON), ("43614684", FRAGMENT),     # the rank of the truth
