@@ -6,7 +6,7 @@ Commands:
   oracle    the embedded corpus's exact perplexity floor (last line: JSON)
   train     train a paper's recipe (--preset) into a run directory (last line: JSON)
   evaluate  score a trained run, optionally with the neural cache and dynamic evaluation (last line: JSON)
-  word-lstm the lessons' shared word LSTM: loaded when stored, else trained, then scored (last line: JSON)
+  word-lstm the word LSTM of pytorch/examples' recipe: loaded from your cache, else trained, then scored (last line: JSON)
 
 --data defaults to $LMCOURSE_DATASET, else the embedded corpus.
 

@@ -189,7 +189,7 @@ def load(name: str, key: str, vocab):
 def lesson_of(name: str) -> str:
     """The lesson a run's name starts with: "06-mos" -> "06", "02b-char-lstm" -> "02b", "word-lstm" -> "".
 
-    A run whose name starts with no lesson (the shared word LSTM) says whose it is in its :class:`Entry`."""
+    A run whose name starts with no lesson (the course model) says whose it is in its :class:`Entry`."""
     lesson = re.match(r"\d\d[a-z]?(?=-)", name)
     return lesson[0] if lesson else ""
 
