@@ -57,6 +57,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
     "02b": (("c000", SLIDE), ("c009", SLIDE),                                 # the claim; samples as training goes
             ("c010", SLIDE), ("c011", FRAGMENT),                              # bits per character beside KN (figure)
             ("c016", SLIDE), ("c018", SLIDE), ("c019", ON), ("c020", ON),     # decoding; the temperature slider
+            ("c027", SLIDE), ("c028", FRAGMENT),                              # the word model overfits (figure)
             ("c029", SLIDE), ("c030", ON), ("c031", FRAGMENT),                # the forget gates learned (figure)
             ("c032", SLIDE), ("c035", ON), ("c036", FRAGMENT),                # agreement at a distance (figure)
             ("c038", SLIDE)),                                                 # what to take away

@@ -112,8 +112,8 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
         try:
             model, info = load_checkpoint(path, vocab=vocab)
         except CheckpointError as err:  # damaged, or made with another vocabulary: train again
-            warnings.warn(f"The stored run '{name}' cannot be used ({err}); training it again.", RuntimeWarning,
-                          stacklevel=2)
+            warnings.warn(f"The stored run '{name}' cannot be used ({reference.without_folder(err, path)}); training "
+                          "it again.", RuntimeWarning, stacklevel=2)
             model, info = None, {"extra": {}}
         extra = info["extra"]
         if extra.get("complete"):
