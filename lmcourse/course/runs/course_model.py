@@ -1,5 +1,5 @@
 r"""The course model: one corpus, one set of sizes and one schedule, trained to convergence, that lessons
-03, 04, 07, 08, 09 and 10 share and ablate.
+02b (its first rung, "LSTM"), 03, 04, 07, 08, 09 and 10 share and ablate.
 
 The regime (measured in ``benchmarks/bench_ladder.py``, figures in ``benchmarks/README.md``) is chosen so
 that each idea of the course has the problem it solves:
@@ -22,7 +22,7 @@ idea. A rung is one dict of settings (:func:`rung_settings`) in the course's one
 ``batch_size``, ``n_experts``, ...), the corpus variant as its ``Params`` fields, and the course's own knobs
 (``d``, ``dropout_scale``, ``rung``, and the rung's additions under ``model`` and ``train``). A lesson that
 ablates the model (03) changes a rung's ``model`` or ``train`` dict and trains it with :func:`train_rung`
-under its own run name; a lesson that wraps it (07, 08, 09, 10) loads it with :func:`course_model`.
+under its own run name; a lesson that reads it (02b) or wraps it (07, 08, 09, 10) loads it with :func:`course_model`.
 Every rung is stored as the reference run ``course-model`` (``make runs LESSONS=09``).
 """
 from __future__ import annotations
