@@ -46,6 +46,7 @@ def test_runs_belong_to_their_lessons(monkeypatch, tmp_path):
     assert registry.lesson_of("course-model") == "09" and registry.lesson_of("02b-char-lstm") == "02b"
     assert registry.lesson_of("03-dropout") == "03" and registry.lesson_of("06-mos-d4-k4-seed2") == "06"
     assert registry.lesson_of("08-dyneval") == "08" and registry.lesson_of("nothing") == ""
+    assert registry.lesson_of("course-model") == "09"  # the course model: no lesson in its name, lesson 09 owns it
     assert all(registry.lesson_of(name) == reference.lesson_of(name) for name in registry.REGISTRY
                if reference.lesson_of(name))  # the store's rule from the name agrees where a name has a lesson
     # a stored measurement of a lettered lesson is its own too
