@@ -1,13 +1,13 @@
 """The shared word LSTM: declared once here, and trained by :func:`train` alone.
 
-Lesson 02b trains it; lessons 07, 08 and 09 load it; the command line and ``make runs`` reach it
+Lesson 02b trains it; lessons 08 and 09 load it; the command line and ``make runs`` reach it
 through the same :func:`train`. The recipe is pytorch/examples 2017's (SGD at rate 20, divided by 4
 when validation stalls, gradients clipped at 0.25, 20 columns, windows of 35), and at ``gpu`` its
 medium tied model (pytorch/examples 2017, README). After each epoch it is scored on the whole
 validation split.
 
 ``word-lstm`` (``word-lstm-gpu`` at ``gpu``) keeps the name it had before lessons named their runs:
-lessons 07-09 load it by this name and these settings, and lesson 08's stored passes carry both in
+lessons 08 and 09 load it by this name and these settings, and lesson 08's stored passes carry both in
 their keys. Its entry in ``reference_runs/`` says lesson 02b (:data:`LESSON`).
 """
 from __future__ import annotations
