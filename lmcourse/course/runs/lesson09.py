@@ -17,15 +17,14 @@ from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_gr
 from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...corpora.grammar import Params
 from ...lm import perplexity_from_nll
-from .course_model import (AWD_PTB_DROPOUTS, AWD_TRAINING, RUNG_ONLY, SEEDS, TRAINED, VARIANT, averaging_epoch,
-                           course_model, fit_on_one_thread, ladder_corpus, ladder_params, model_config,
-                           rung_configs, rung_settings, shared_settings, train_config, train_rung)
+from .course_model import (AWD_PTB_DROPOUTS, AWD_TRAINING, CACHE_GRID, RUNG_ONLY, SEEDS, TRAINED, VARIANT,
+                           averaging_epoch, course_model, fit_on_one_thread, ladder_corpus, ladder_params,
+                           model_config, rung_configs, rung_settings, shared_settings, train_config, train_rung)
 
 __all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
            "rung_settings", "wrapper_settings", "fit_on_one_thread", "train_rung", "wrappers", "dyneval_rule", "interior",
            "best_cache", "cached", "run_ladder", "CACHE_GRID", "DYN_GRID"]
 RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation")  # each rung stands on the one before
-CACHE_GRID = dict(thetas=[0.3, 1.0, 3.0, 10.0, 30.0, 100.0], lams=[0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=1000)
 DYN_GRID = dict(lrs=[1e-5, 3e-5, 1e-4, 3e-4], decays=[0.0, 1e-3, 1e-2], eps=2e-5, bptt=5, tune_tokens=4_000)
 
 
