@@ -57,8 +57,9 @@ def test_the_word_lstm_belongs_to_lesson_02b(monkeypatch, tmp_path):
     assert registry.lesson_of("word-lstm") == registry.lesson_of("word-lstm-gpu") == "02b"
     assert registry.lesson_of("03-dropout") == "03" and registry.lesson_of("02b-char-lstm") == "02b"
     assert registry.lesson_of("08-dyneval") == "08" and registry.lesson_of("nothing") == ""
+    assert registry.lesson_of("course-model") == "09"  # the course model: no lesson in its name, lesson 09 owns it
     assert all(registry.lesson_of(name) == reference.lesson_of(name) for name in registry.REGISTRY
-               if not name.startswith("word-lstm"))  # the store's rule from the name agrees where a name has a lesson
+               if reference.lesson_of(name))  # the store's rule from the name agrees where a name has a lesson
     # a stored measurement of a lettered lesson is its own too
     monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv(reference.FOLDER_ENV, str(tmp_path / "reference"))
