@@ -4,22 +4,22 @@ The model is the course model's ``"AWD recipe"`` rung (:mod:`.course_model`), th
 trained here. Dynamic evaluation costs a backward pass and an update of every weight per segment of
 ``bptt`` tokens, and the lesson tunes two rules over grids, so each seed's passes are one stored measurement
 (:func:`lmcourse.store.stored_numbers.compute_or_load`) named ``08-dyneval`` and keyed by the rung's settings
-plus :data:`RULE`, :data:`SGD_GRID` and :data:`SEGMENTS` (:func:`pass_settings`). One seed's passes
-(:func:`passes`):
+plus the grids (:func:`grids`, :func:`pass_settings`). One seed's passes (:func:`passes`) hold, in ``json``:
 
-- ``grid``: the validation perplexity of each rule at every (rate, decay) of its grid (the RMS rule of
-  :data:`RULE`, and SGD of :data:`SGD_GRID`);
-- ``log_p``: every test token's log-probability, static and under each rule at its own best setting
-  (the weights carried along the whole stream), and with the chosen rule's weights **reset** to
-  :math:`\theta_0` at every ``<doc>``;
-- ``control``: the test text scored statically after the chosen rule took as many steps, at the same
-  rate, on *training* text (and, second control, on validation text): more training, no adaptation;
+- ``grids``: the validation perplexity of each rule at every (rate, decay) of its grid (the RMS rule of
+  :data:`RULE`, and SGD of :data:`SGD_GRID`), and each rule's best setting;
+- ``control``: the test text's perplexity, scored statically after the chosen rule took as many steps as the
+  test stream has segments, at the same rate, on *training* text (and, second control, on validation text);
 - ``segments``: the chosen rule's validation perplexity for other segment lengths (rate scaled by
   ``n / bptt``);
-- ``drift``: :math:`\lVert\theta - \theta_0\rVert` along the test stream for the chosen rule.
 
-:data:`RULE` is the one home of the course's update rule and its grid: lesson 09's
-``+ dynamic evaluation`` rung reads it, so that the update rule there is this lesson's.
+and, as tensors: every test token's log-probability, ``static``, ``rms`` and ``sgd`` (each rule at its own best
+setting with the weights carried along the whole stream) and ``reset`` (the chosen rule with its weights back at
+:math:`\theta_0` and an empty state at every ``<doc>``); and ``drift``, :math:`\lVert\theta - \theta_0\rVert`
+along the test stream for the chosen rule, every 20 segments.
+
+:data:`RULE` is the one home of the course's update rule and its grid, for every lesson that evaluates
+dynamically (lesson 09's ``+ dynamic evaluation`` rung included).
 """
 from __future__ import annotations
 
