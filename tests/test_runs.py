@@ -33,12 +33,25 @@ def test_a_changed_knob_gives_other_settings():
     assert before.keys() == after.keys() and all(before[key] != after[key] for key in before)
 
 
-@pytest.mark.parametrize("scale", ["cpu", "gpu"])
-def test_lesson_08_uses_the_declared_word_lstm(scale):
-    """Lesson 08's stored passes carry the word LSTM's name and settings in their keys: those of its one module."""
-    model = lesson08.model_settings(scale)
-    name = model.pop("name")
-    assert (name, model) == word_lstm.word_lstm(scale)
+@pytest.mark.parametrize("scale", ["ci", "cpu", "gpu"])
+def test_lesson_08_wraps_the_declared_course_model(scale):
+    """Lesson 08's stored passes carry the course model's settings in their keys: the rung it loads, as declared."""
+    from lmcourse.course.runs import course_model
+
+    trained = registry.settings(course_model.NAME, scale)
+    for seed in lesson08.SEEDS:
+        settings = dict(lesson08.pass_settings(seed, scale))
+        grids = settings.pop("dyneval")
+        assert settings in trained and settings["rung"] == lesson08.RUNG and settings["seed"] == seed
+        assert grids == lesson08.grids(scale)
+
+
+def test_lesson_08_grids_are_sorted_and_hold_no_decay():
+    """Each rule's rates rise (so that 'inside the grid' means between two tried rates) and each decay grid holds 0."""
+    for grid in (lesson08.RULE, lesson08.SGD_GRID):
+        assert grid["lrs"] == sorted(set(grid["lrs"])) and len(grid["lrs"]) >= 3
+        assert grid["decays"][0] == 0.0 and grid["decays"] == sorted(set(grid["decays"]))
+    assert lesson08.RULE["method"] == "rms" and lesson08.SGD_GRID["method"] == "sgd"
 
 
 def test_runs_belong_to_their_lessons(monkeypatch, tmp_path):
