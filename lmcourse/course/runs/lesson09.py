@@ -17,6 +17,7 @@ from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_gr
 from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...corpora.grammar import Params
 from ...lm import perplexity_from_nll
+from .lesson08 import RULE, rule as dyneval_rule
 from .course_model import (AWD_PTB_DROPOUTS, AWD_TRAINING, CACHE_GRID, RUNG_ONLY, SEEDS, TRAINED, VARIANT,
                            averaging_epoch, course_model, fit_on_one_thread, ladder_corpus, ladder_params,
                            model_config, rung_configs, rung_settings, shared_settings, train_config, train_rung)
@@ -25,7 +26,7 @@ __all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_para
            "rung_settings", "wrapper_settings", "fit_on_one_thread", "train_rung", "wrappers", "dyneval_rule", "interior",
            "best_cache", "cached", "run_ladder", "CACHE_GRID", "DYN_GRID"]
 RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation")  # each rung stands on the one before
-DYN_GRID = dict(lrs=[1e-5, 3e-5, 1e-4, 3e-4], decays=[0.0, 1e-3, 1e-2], eps=2e-5, bptt=5, tune_tokens=4_000)
+DYN_GRID = RULE  # lesson 08's update rule and grid (the course's one), so that this ladder adapts as 08 does
 
 
 def wrapper_settings(seed: int, shared: dict) -> dict:
@@ -53,23 +54,13 @@ def _ppl(logp: torch.Tensor) -> float:
     return perplexity_from_nll(-float(logp.double().mean()))
 
 
-def dyneval_rule(model, corpus, d: dict, lr: float, decay: float, stats: Optional[dict] = None) -> DynamicEval:
-    """Dynamic evaluation of ``model`` with the grid ``d``'s rule (``d["rule"]``: "sgd" or "rms"), at ``lr`` and
-    ``decay``; ``stats``: the RMS rule's gradient statistics on the training text (computed when needed)."""
-    rule = d.get("rule", "rms")
-    if rule == "rms" and stats is None:
-        stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"])
-    return DynamicEval(model, rule, lr=lr, decay=decay, eps=d["eps"], bptt=d["bptt"],
-                       stats=stats if rule == "rms" else None)
-
-
 def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional[dict] = None) -> dict:
     r"""The test-time rungs over ``model``, nested and tuned on validation text, each on its own knobs only:
 
     1. **+ cache**: :math:`\theta` and :math:`\lambda` over :data:`CACHE_GRID`, on the static model;
     2. **+ dynamic evaluation**, standing on rung 1: the cache keeps rung 1's setting and sits on the adapting
-       model; dynamic evaluation's rate and decay are tuned over ``dyn_grid`` (its ``rule``, ``lrs``, ``decays``)
-       on the first ``tune_tokens`` validation tokens.
+       model; dynamic evaluation's rate and decay are tuned over ``dyn_grid`` (lesson 08's rule: its ``method``,
+       ``lrs``, ``decays``) on the first ``tune_tokens`` validation tokens (all of them when None).
 
     Returns their perplexities (``ppl``), settings (``notes``, with each chosen value's index in its grid), and
     the log-probability of every test token (``log_p``) under the model, each rung, and dynamic evaluation
@@ -83,29 +74,33 @@ def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional
     notes = {"+ cache": dict(best, at=[CACHE_GRID["thetas"].index(best["theta"]),
                                        CACHE_GRID["lams"].index(best["lam"])])}
     log_p = {"MoS": static["test"].log_p.float(), "+ cache": scored["test"].float()}
-    stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"]) if d.get("rule", "rms") == "rms" else None
+    stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"]) if d["method"] == "rms" else None
     tune = corpus.valid[:d["tune_tokens"]]
     tuned = {}  # (lr, decay) -> validation perplexity of the cache (rung 1's setting) over dynamic evaluation
     for lr in d["lrs"]:
         for decay in d["decays"]:
-            seen = collect(dyneval_rule(model, corpus, d, lr, decay, stats), tune, progress=progress)
+            seen = collect(dyneval_rule(model, d, lr, decay, stats), tune, progress=progress)
             tuned[lr, decay] = _finite(_ppl(cached(seen, best)))
     lr, decay = min(tuned, key=tuned.get)
-    rule = dyneval_rule(model, corpus, d, lr, decay, stats)
-    adapted = {s: collect(rule, getattr(corpus, s), progress=progress) for s in ("valid", "test")}
+    adapting = dyneval_rule(model, d, lr, decay, stats)
+    adapted = {s: collect(adapting, getattr(corpus, s), progress=progress) for s in ("valid", "test")}
     both = {s: cached(adapted[s], best) for s in adapted}
     out["+ dynamic evaluation"] = {s: _ppl(both[s]) for s in both}
     out["dynamic evaluation alone"] = {s: adapted[s].ppl() for s in adapted}
-    notes["+ dynamic evaluation"] = dict(rule=d.get("rule", "rms"), lr=lr, decay=decay, bptt=d["bptt"], cache=best,
+    notes["+ dynamic evaluation"] = dict(rule=d["method"], lr=lr, decay=decay, bptt=d["bptt"], cache=best,
                                          at=[d["lrs"].index(lr), d["decays"].index(decay)], tuned_valid=tuned[lr, decay])
     log_p["+ dynamic evaluation"] = both["test"].float()
     log_p["dynamic evaluation alone"] = adapted["test"].log_p.float()
     return {"ppl": out, "notes": notes, "log_p": log_p}
 
 
-def interior(at: Sequence[int], grid: Sequence[Sequence]) -> bool:
-    """Whether each chosen index ``at`` lies strictly inside its grid (a grid of one value is fixed, not tuned)."""
-    return all(len(g) == 1 or 0 < i < len(g) - 1 for i, g in zip(at, grid))
+def interior(at: Sequence[int], grid: Sequence[Sequence], ends: Optional[Sequence] = None) -> bool:
+    """Whether each chosen index ``at`` lies strictly inside its grid. A grid of one value is fixed, not tuned; a
+    choice at a grid's first value counts as inside when that value is the parameter's natural end (``ends``, one
+    per grid or None: a decay of 0 pulls nothing back, and no smaller decay exists to try)."""
+    ends = ends or [None] * len(grid)
+    return all(len(g) == 1 or 0 < i < len(g) - 1 or (i == 0 and end is not None and g[0] == end)
+               for i, g, end in zip(at, grid, ends))
 
 
 def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, progress: Optional[bool] = False,
