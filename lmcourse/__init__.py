@@ -6,15 +6,25 @@ server, a second test) holds a core; waiting passively avoids that. It only take
 lmcourse is imported before torch, which is what every notebook does.
 
 It also fixes glibc's mmap threshold (:mod:`lmcourse.memory`), so that training on the CPU does not
-grow the heap by one logits buffer per batch.
+grow the heap by one logits buffer per batch. In a Jupyter kernel (a lesson) it shows warnings as one
+sentence, without the source file Python names before them (:func:`lmcourse.errors.one_line_warning`), so
+that a saved lesson's outputs carry no folder of the machine that ran it.
 """
 import os as _os
+import sys as _sys
 
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .memory import limit_heap_growth as _limit_heap_growth  # noqa: E402
 
 _limit_heap_growth()
+
+if "ipykernel" in _sys.modules:  # a lesson: its warnings are saved with its outputs
+    import warnings as _warnings
+
+    from .errors import one_line_warning as _one_line_warning  # noqa: E402
+
+    _warnings.showwarning = _one_line_warning
 
 from . import config as _config  # noqa: E402
 from .config import device, seed_everything  # noqa: E402

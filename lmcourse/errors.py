@@ -107,3 +107,13 @@ def sentence(err: BaseException) -> str:
         message = str(err)
     message = " ".join(str(message).split())
     return message or type(err).__name__
+
+
+def one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Show a warning as ``warning: <the sentence>``, without the source file and line Python puts before it
+    (the signature of ``warnings.showwarning``). The command line shows its warnings so, and so does a lesson
+    (``lmcourse`` installs it when imported in a Jupyter kernel): a saved lesson's outputs carry no folder of the
+    machine that ran it."""
+    import sys
+
+    print(f"warning: {' '.join(str(message).split())}", file=sys.stderr if file is None else file)

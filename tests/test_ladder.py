@@ -120,6 +120,13 @@ def test_the_best_cache_is_the_lowest_of_the_grid_and_scores_as_it_says():
     assert again == pytest.approx(best["ppl"], rel=1e-9)
 
 
+def test_interior_means_strictly_inside_every_tuned_grid():
+    assert ladder.interior([1, 2], [[0, 1, 2], [0, 1, 2, 3]])
+    assert not ladder.interior([0, 1], [[0, 1, 2], [0, 1, 2]])       # the first value of a grid: its edge
+    assert not ladder.interior([1, 2], [[0, 1, 2], [0, 1, 2]])       # the last value
+    assert ladder.interior([0], [[5]])                                # a grid of one value is fixed, not tuned
+
+
 def test_a_diverged_stream_has_infinite_perplexity_not_an_error():
     inputs = _inputs()
     inputs.log_p[:] = -1e6
@@ -134,4 +141,6 @@ def test_the_ladder_runs_end_to_end_at_ci(tmp_path, monkeypatch):
     assert list(out["ladder"]) == list(ladder.RUNGS)
     assert all(math.isfinite(out["ladder"][r]["valid"]) for r in ladder.RUNGS)
     assert out["floor"]["test"] < out["ladder"]["KN5"]["test"]
-    assert set(out["notes"]) == {"+ cache", "+ dynamic evaluation", "all together"}
+    assert set(out["notes"]) == {"+ cache", "+ dynamic evaluation"}
+    # nested: dynamic evaluation stands on the cache, whose setting it keeps
+    assert out["notes"]["+ dynamic evaluation"]["cache"] == {k: v for k, v in out["notes"]["+ cache"].items() if k != "at"}

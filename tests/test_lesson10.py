@@ -56,4 +56,4 @@ def test_the_wrappers_tune_dynamic_evaluation_over_lesson_10s_own_rates(monkeypa
     rate = 2e-7  # on neither grid: only a grid handed down through L10.wrappers can choose it
     monkeypatch.setattr(L10, "DYN_GRID", dict(L10.DYN_GRID, lrs=[rate], decays=[0.0], tune_tokens=300))
     notes = L10.wrappers(model, corpus)["notes"]
-    assert notes["+ dynamic evaluation"]["lr"] == rate and notes["all together"]["lr"] == rate
+    assert notes["+ dynamic evaluation"]["lr"] == rate and notes["+ dynamic evaluation"]["rule"] == "rms"

@@ -22,6 +22,7 @@ def _setup(monkeypatch, tmp_path, store=False):
     monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv(reference.FOLDER_ENV, str(tmp_path / "reference"))
     monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
+    monkeypatch.delenv("LMCOURSE_RETRAIN_LESSONS", raising=False)
     monkeypatch.setenv(reference.STORE_ENV, "1" if store else "0")
     monkeypatch.setattr(config, "SCALE", "cpu")
 
@@ -107,9 +108,11 @@ def test_a_damaged_reference_run_is_named_and_trained_afresh(monkeypatch, tmp_pa
     for cached in (tmp_path / "cache").rglob("*.pt"):
         cached.unlink()
     calls = []
-    with pytest.warns(RuntimeWarning, match=r"reference run .*08-bad.* does not match the sha256"):
+    with pytest.warns(RuntimeWarning, match=r"reference run .*08-bad.* does not match the sha256") as said:
         run = stored_runs.train_or_load("08-bad", {}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and not run.loaded
+    from lmcourse.course.outputs import MACHINE_PATH
+    assert not [str(w.message) for w in said if MACHINE_PATH.search(str(w.message))]  # a lesson saves no folder of ours
 
 
 def test_retraining_never_writes_into_the_reference_folder_unless_asked(monkeypatch, tmp_path):
@@ -121,6 +124,24 @@ def test_retraining_never_writes_into_the_reference_folder_unless_asked(monkeypa
     calls = []
     run = stored_runs.train_or_load("09-demo", {"s": 1}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and not run.loaded and reference.read_manifest() == before
+
+
+def test_regenerating_a_lesson_retrains_its_own_runs_and_loads_another_lessons(monkeypatch, tmp_path):
+    _setup(monkeypatch, tmp_path, store=True)
+    stored_runs.train_or_load("09-shared", {"s": 1}, _trainer([]), VOCAB, **AT)
+    stored_runs.train_or_load("03-own", {"s": 1}, _trainer([]), VOCAB, **AT)
+    monkeypatch.setenv("LMCOURSE_RETRAIN", "1")
+    monkeypatch.setenv("LMCOURSE_RETRAIN_LESSONS", "03")  # what `make runs LESSONS=03` sets
+    shared, own = [], []
+    assert stored_runs.train_or_load("09-shared", {"s": 1}, _trainer(shared), VOCAB, **AT).loaded and shared == []
+    assert not stored_runs.train_or_load("03-own", {"s": 1}, _trainer(own), VOCAB, **AT).loaded and own == [0]
+    # a run filed under another lesson than its name says follows its entry's lesson
+    stored_runs.train_or_load("course-demo", {"s": 1}, _trainer([]), VOCAB, lesson="09", **AT)
+    again = []
+    assert stored_runs.train_or_load("course-demo", {"s": 1}, _trainer(again), VOCAB, lesson="09", **AT).loaded
+    monkeypatch.setenv("LMCOURSE_RETRAIN_LESSONS", "09")
+    assert not stored_runs.train_or_load("course-demo", {"s": 1}, _trainer(again), VOCAB, lesson="09", **AT).loaded
+    assert again == [0]
 
 
 def test_prune_removes_what_a_regeneration_no_longer_made(monkeypatch, tmp_path):

@@ -1,9 +1,10 @@
-"""The stored runs of lessons 02b (the shared word LSTM) and 03: declared once, shared, owned by their lesson."""
+"""The stored runs of lessons 03 and 06 and of the course model (which lesson 04 reads): declared once, shared, owned by their lesson;
+the word LSTM of the command line, kept in the user's cache only."""
 import pytest
 
 from lmcourse import config
 from lmcourse.course import registry
-from lmcourse.course.runs import lesson03, word_lstm
+from lmcourse.course.runs import course_model, lesson03, lesson06, word_lstm
 from lmcourse.course.runs import lesson08
 from lmcourse.store import reference_runs as reference
 from lmcourse.store import stored_numbers
@@ -28,21 +29,35 @@ def test_a_changed_knob_gives_other_settings():
     assert before.keys() == after.keys() and all(before[key] != after[key] for key in before)
 
 
-@pytest.mark.parametrize("scale", ["cpu", "gpu"])
-def test_lesson_08_uses_the_declared_word_lstm(scale):
-    """Lesson 08's stored passes carry the word LSTM's name and settings in their keys: the same as 02b's."""
-    model = lesson08.model_settings(scale)
-    name = model.pop("name")
-    assert (name, model) == word_lstm.word_lstm(scale)
-    assert registry.settings(name, scale) == [model]
+@pytest.mark.parametrize("scale", ["ci", "cpu", "gpu"])
+def test_lesson_08_wraps_the_declared_course_model(scale):
+    """Lesson 08's stored passes carry the course model's settings in their keys: the rung it loads, as declared."""
+    from lmcourse.course.runs import course_model
+
+    trained = registry.settings(course_model.NAME, scale)
+    for seed in lesson08.SEEDS:
+        settings = dict(lesson08.pass_settings(seed, scale))
+        grids = settings.pop("dyneval")
+        assert settings in trained and settings["rung"] == lesson08.RUNG and settings["seed"] == seed
+        assert grids == lesson08.grids(scale)
 
 
-def test_the_word_lstm_belongs_to_lesson_02b(monkeypatch, tmp_path):
-    assert registry.lesson_of("word-lstm") == registry.lesson_of("word-lstm-gpu") == "02b"
-    assert registry.lesson_of("03-dropout") == "03" and registry.lesson_of("02b-char-lstm") == "02b"
+def test_lesson_08_grids_are_sorted_and_hold_no_decay():
+    """Each rule's rates rise (so that 'inside the grid' means between two tried rates) and each decay grid holds 0."""
+    for grid in (lesson08.RULE, lesson08.SGD_GRID):
+        assert grid["lrs"] == sorted(set(grid["lrs"])) and len(grid["lrs"]) >= 3
+        assert grid["decays"][0] == 0.0 and grid["decays"] == sorted(set(grid["decays"]))
+    assert lesson08.RULE["method"] == "rms" and lesson08.SGD_GRID["method"] == "sgd"
+
+
+def test_runs_belong_to_their_lessons(monkeypatch, tmp_path):
+    assert "word-lstm" not in registry.REGISTRY and registry.lesson_of("word-lstm") == ""  # no lesson stores it
+    assert registry.lesson_of("course-model") == "09" and registry.lesson_of("02b-char-lstm") == "02b"
+    assert registry.lesson_of("03-dropout") == "03" and registry.lesson_of("06-mos-d4-k4-seed2") == "06"
     assert registry.lesson_of("08-dyneval") == "08" and registry.lesson_of("nothing") == ""
+    assert registry.lesson_of("course-model") == "09"  # the course model: no lesson in its name, lesson 09 owns it
     assert all(registry.lesson_of(name) == reference.lesson_of(name) for name in registry.REGISTRY
-               if not name.startswith("word-lstm"))  # the store's rule from the name agrees where a name has a lesson
+               if reference.lesson_of(name))  # the store's rule from the name agrees where a name has a lesson
     # a stored measurement of a lettered lesson is its own too
     monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv(reference.FOLDER_ENV, str(tmp_path / "reference"))
@@ -63,24 +78,27 @@ def test_make_runs_picks_the_lessons_that_store_measurements_only(tmp_path):
     (tmp_path / "03_c.ipynb").write_text('{"cells": [{"source": "print(2)"}]}')
     assert [p.name for p in lessons.with_runs(lessons.lessons(folder=tmp_path))] == ["03_c.ipynb"]
     real = [lessons.lesson_id(p) for p in lessons.with_runs(lessons.lessons())]
-    assert real == ["02b", "03", "05", "08", "09", "10"]  # 04 reads the course model (lesson 09's runs)
+    assert real == ["02b", "03", "05", "06", "08", "09", "10"]  # 04 reads the course model (lesson 09's runs)
 
 
-def test_the_one_training_function_loads_the_committed_word_lstm(monkeypatch):
-    """Keyed as before the move, whatever the global scale: the committed run, not a fresh training."""
+def test_the_word_lstm_is_kept_in_the_users_cache_only(monkeypatch, tmp_path):
+    """Even while ``make runs`` stores reference runs, the word LSTM lands in the user's cache alone, and loads from it."""
     from lmcourse.corpora.data import load_corpus
 
+    monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(reference.FOLDER_ENV, str(tmp_path / "reference"))
+    monkeypatch.setenv(reference.STORE_ENV, "1")
     monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
-    monkeypatch.setattr(config, "SCALE", "ci")
-
-    def never():
-        raise AssertionError("the shared word LSTM was trained instead of loaded")
-
-    monkeypatch.setattr(word_lstm, "fresh", lambda *a, **k: never())
-    run = word_lstm.train(load_corpus("embedded"), "cpu", "embedded")
     name, settings = word_lstm.word_lstm("cpu")
-    assert run.loaded and run.path.parent == reference.folder() and run.path.name.startswith(name + "-")
-    assert len(run.history) == settings["epochs"] and run.model.config.tie
+    small = dict(settings, emb_size=8, hidden_size=8, train_tokens=700, epochs=1)  # the cpu recipe, tiny
+    monkeypatch.setattr(word_lstm, "word_lstm", lambda scale=None: (name, small))
+    corpus = load_corpus("embedded")
+    corpus.valid = corpus.valid[:300]
+    first = word_lstm.train(corpus, "cpu", "embedded", progress=False, live_plot=False)
+    assert not first.loaded and first.path.parent == tmp_path / "cache" / "runs" and first.path.name.startswith(name + "-")
+    assert not (tmp_path / "reference").exists() or not reference.read_manifest(tmp_path / "reference")
+    again = word_lstm.train(corpus, "cpu", "embedded", progress=False, live_plot=False)
+    assert again.loaded and again.path == first.path and len(again.history) == 1
 
 
 def test_the_command_line_reaches_the_word_lstm_through_its_function(capsys):
@@ -90,3 +108,25 @@ def test_the_command_line_reaches_the_word_lstm_through_its_function(capsys):
     assert args.run.__module__ == "lmcourse.cli.word_lstm" and args.scale == "cpu"
     import inspect
     assert "word_lstm.train(" in inspect.getsource(args.run)
+
+
+@pytest.mark.parametrize("scale", config.SCALES)
+def test_lesson_06_declares_the_runs_it_trains(scale):
+    """Each declared run of lesson 06 is a softmax or a mixture of the lesson's d, keyed by the corpus variant's fields."""
+    k = lesson06.knobs(scale)
+    names = [lesson06.run_name(h, s, k) for h in lesson06.HEADS for s in k["seeds"]]
+    assert sorted(names) == sorted(lesson06.RUNS) and len(set(names)) == 2 * len(k["seeds"])
+    for name in names:
+        (settings,) = registry.settings(name, scale)
+        assert settings["model"]["head_size"] == k["d"] and settings["valid_tokens"] == k["curve_tokens"]
+        assert settings["model"]["n_experts"] == (1 if "-softmax-" in name else k["n_experts"])
+        assert settings["corpus"]["train_tokens"] == k["train_tokens"] and settings["train"]["epochs"] == k["epochs"]
+    with pytest.raises(ValueError, match="heads"):
+        lesson06.run_name("cache", 0, k)
+
+
+def test_lesson_02b_reads_the_course_models_lstm_rung():
+    """The word model of 02b is the course model's first rung: no dropout, untied, its seeds committed."""
+    settings = course_model.rung_settings("LSTM", 0, course_model.shared_settings("cpu"))
+    assert settings["model"] == dict(tie=False) and settings["train"] == {}
+    assert registry.settings("course-model", "cpu").count(settings) == 1

@@ -293,3 +293,16 @@ def test_a_machine_folder_or_a_date_in_an_output_is_named(text, kind):
                                   "0.5/1.0 and 12/31\n", "version 2026-13-45\n"])
 def test_relative_paths_and_plain_numbers_are_not_flagged(text):
     assert output_problems(stream(text, "stdout")) == []
+
+
+def test_a_lesson_shows_a_warning_without_a_folder_of_the_machine():
+    """In a Jupyter kernel, importing lmcourse makes a warning one sentence: its stored output names no source file."""
+    import subprocess
+    import sys
+
+    code = ("import sys, types, warnings; sys.modules['ipykernel'] = types.ModuleType('ipykernel'); import lmcourse; "
+            "warnings.warn('The stored run x cannot be used;\\n training it again.', RuntimeWarning)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "warning: The stored run x cannot be used; training it again."
+    assert output_problems({"output_type": "stream", "name": "stderr", "text": done.stderr}) == []

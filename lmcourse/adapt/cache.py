@@ -1,21 +1,25 @@
 r"""The neural cache: a trained language model made better with no training (Grave et al. 2017).
 
-The model's last-layer output :math:`h_t` (the vector that feeds its softmax) is a summary of the
-context. The cache remembers the pairs :math:`(h_i, x_i)` of the last ``window`` positions — the
-state, and the word that actually came next — and, at position :math:`t`, points back at the
-positions whose state looks like :math:`h_t`:
+The model's last-layer output :math:`h_t` (the vector that feeds its softmax) has read
+:math:`x_1, \dots, x_t` and predicts :math:`x_{t+1}` (lesson 02's convention, the course's one). The
+cache remembers the pairs :math:`(h_i, x_{i+1})` of the last ``window`` positions — a state, and the
+word that actually came after it — and, predicting :math:`x_{t+1}`, points back at the positions whose
+state looks like :math:`h_t`:
 
 .. math::
 
     a_i = \frac{\exp(\theta\, h_t \cdot h_i)}{\sum_{j} \exp(\theta\, h_t \cdot h_j)}, \qquad
-    p_{\text{cache}}(w) = \sum_{i:\ x_i = w} a_i, \qquad t - \text{window} \le i < t.
+    p_{\text{cache}}(w) = \sum_{i:\ x_{i+1} = w} a_i, \qquad t - \text{window} \le i < t.
 
-Two ways to combine it with the model's own distribution :math:`p_{\text{vocab}} = \operatorname{softmax}(z_t)`:
+Two ways to combine it with the model's own distribution :math:`p_{\text{vocab}} = \operatorname{softmax}(z_t)`
+over :math:`x_{t+1}`:
 
 - **linear interpolation**: :math:`p(w) = (1 - \lambda)\, p_{\text{vocab}}(w) + \lambda\, p_{\text{cache}}(w)`;
-- **global normalisation**: :math:`p(w) \propto e^{z_{t,w}} + \sum_{i:\ x_i = w} e^{\theta\, h_t \cdot h_i + \alpha}`.
+- **global normalisation**: :math:`p(w) \propto e^{z_{t,w}} + \sum_{i:\ x_{i+1} = w} e^{\theta\, h_t \cdot h_i + \alpha}`.
 
-With an empty cache (:math:`t = 0`) both give :math:`p_{\text{vocab}}`. Grave et al. use whatever
+In code a stream's row :math:`t` holds :math:`h_t` and its target :math:`x_{t+1}` (``targets[t]``), so
+the value stored with :math:`h_i` is ``targets[i]``. With an empty cache (the first row) both give
+:math:`p_{\text{vocab}}`. Grave et al. use whatever
 history exists; awd-lstm-lm's ``pointer.py`` (Merity et al. 2018) applies the cache only once more
 than ``window`` tokens have been read, so its first ``window + 1`` positions are scored by the model
 alone (``pointer_compat=True`` does the same; its other quirk, also skipping the first token of each
@@ -121,8 +125,9 @@ def logsums(h_q: torch.Tensor, y_q: torch.Tensor, keys: torch.Tensor, values: to
     ``len(keys) - c``) and sees rows ``i`` with ``m + j - window <= i < m + j``. Returns
 
     .. math:: L^{\text{all}}_t = \log \sum_i e^{\theta h_t\cdot h_i}, \qquad
-              L^{\text{match}}_t = \log \sum_{i:\ x_i = x_t} e^{\theta h_t\cdot h_i},
+              L^{\text{match}}_t = \log \sum_{i:\ x_{i+1} = x_{t+1}} e^{\theta h_t\cdot h_i},
 
+    with ``y_q`` the queries' targets :math:`x_{t+1}` and ``values`` the stored ones :math:`x_{i+1}`;
     each (n_theta, c); both are :math:`-\infty` where the cache is empty or misses the target.
     The dot products are computed once for all thetas; each theta then makes a few passes over
     the (c, c + m) block, which stays in the processor's cache for small ``c``.
@@ -144,7 +149,8 @@ def logsums(h_q: torch.Tensor, y_q: torch.Tensor, keys: torch.Tensor, values: to
 
 
 class CacheMemory:
-    """The last ``window`` pairs ``(h_i, x_i)`` of one stream, carried from chunk to chunk.
+    """The last ``window`` pairs ``(h_i, x_{i+1})`` of one stream (a state and the word after it), carried from
+    chunk to chunk.
 
     ``read(h, y, thetas)`` scores a chunk of any length against what is stored and against its own
     earlier rows, then stores the chunk, keeping only the last ``window`` pairs.
@@ -193,7 +199,7 @@ def mix_linear(log_p_vocab: torch.Tensor, l_all: torch.Tensor, l_match: torch.Te
 
 def mix_global(z_target: torch.Tensor, log_z: torch.Tensor, l_all: torch.Tensor, l_match: torch.Tensor,
                alpha) -> torch.Tensor:
-    r""":math:`\log(e^{z_{t,x_t}} + e^{\alpha + L^{\text{match}}}) - \log(\sum_w e^{z_{t,w}} + e^{\alpha + L^{\text{all}}})`.
+    r""":math:`\log(e^{z_{t,x_{t+1}}} + e^{\alpha + L^{\text{match}}}) - \log(\sum_w e^{z_{t,w}} + e^{\alpha + L^{\text{all}}})`.
 
     ``log_z`` is :math:`\log\sum_w e^{z_{t,w}}`; ``alpha`` may be a tensor that broadcasts."""
     alpha = torch.as_tensor(alpha, dtype=z_target.dtype, device=z_target.device)
@@ -207,10 +213,11 @@ def _skip_first(scores: torch.Tensor, log_p_vocab: torch.Tensor, start: int, win
 
 
 def linear_cache(log_p_vocab, hidden, targets, theta, lam, window) -> torch.Tensor:  # -> (T,)
-    r""":math:`\log p(x_t)` under :math:`(1-\lambda) p_{\text{vocab}} + \lambda p_{\text{cache}}` (module docstring).
+    r""":math:`\log p(x_{t+1})` under :math:`(1-\lambda) p_{\text{vocab}} + \lambda p_{\text{cache}}` (module docstring).
 
-    ``log_p_vocab`` (T, V) the model's log-probabilities, ``hidden`` (T, H) its last-layer outputs,
-    ``targets`` (T,) the tokens scored; the cache holds the previous ``window`` positions."""
+    ``log_p_vocab`` (T, V) the model's log-probabilities, ``hidden`` (T, H) its last-layer outputs
+    :math:`h_t`, ``targets`` (T,) the tokens scored (row t: :math:`x_{t+1}`, the word :math:`h_t` predicts);
+    the cache holds the previous ``window`` positions."""
     targets = _check_stream(hidden, torch.as_tensor(targets), log_p_vocab, "log_p_vocab")
     theta, lam, window = check_theta(theta), check_lam(lam), check_window(window)
     lp = log_p_vocab.gather(1, targets.view(-1, 1).to(log_p_vocab.device)).squeeze(1)  # (T,)
@@ -219,10 +226,10 @@ def linear_cache(log_p_vocab, hidden, targets, theta, lam, window) -> torch.Tens
 
 
 def global_cache(logits, hidden, targets, theta, alpha, window) -> torch.Tensor:  # -> (T,)
-    r""":math:`\log p(x_t)` with :math:`p(w) \propto e^{z_w} + \sum_{i: x_i = w} e^{\theta h_t\cdot h_i + \alpha}`.
+    r""":math:`\log p(x_{t+1})` with :math:`p(w) \propto e^{z_{t,w}} + \sum_{i: x_{i+1} = w} e^{\theta h_t\cdot h_i + \alpha}`.
 
     ``logits`` (T, V) the model's scores :math:`z_t` before the softmax, ``hidden`` (T, H),
-    ``targets`` (T,); the cache holds the previous ``window`` positions."""
+    ``targets`` (T,) (row t: :math:`x_{t+1}`); the cache holds the previous ``window`` positions."""
     targets = _check_stream(hidden, torch.as_tensor(targets), logits, "logits")
     theta, alpha, window = check_theta(theta), _number(alpha, "alpha"), check_window(window)
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
@@ -247,8 +254,8 @@ class CacheState(NamedTuple):
 
     inner: object  # the wrapped model's own state
     keys: torch.Tensor  # (B, n, H): h_i of the last n <= window positions
-    values: torch.Tensor  # (B, n): the token x_i read at each of them
-    query: torch.Tensor  # (B, H): h_t, the state predicting the next token
+    values: torch.Tensor  # (B, n): x_{i+1}, the token read after each of them
+    query: torch.Tensor  # (B, H): h_t, the state predicting the next token x_{t+1}
     t: int  # tokens read so far (the position now predicted)
     log_probs: torch.Tensor  # (B, V): log p(. | what was read), cache included
 
@@ -302,7 +309,7 @@ class NeuralCache(LanguageModel):
         return _skip_first(out, lp, start, self.window) if self.pointer_compat else out
 
     def score(self, tokens) -> torch.Tensor:  # (N,) -> (N,) float64
-        r""":math:`\log p(x_t \mid x_{<t})` with the cache, model state and cache carried over the whole stream."""
+        r""":math:`\log p(x_{t+1} \mid x_{\le t})` for every token, model state and cache carried over the whole stream."""
         tokens = check_tokens(tokens, len(self.vocab))
         memory, start = CacheMemory(self.window, self.chunk), 0
         out = None  # (N,) float64, one buffer on the model's device, filled chunk by chunk
@@ -361,7 +368,8 @@ class NeuralCache(LanguageModel):
         return state.log_probs
 
     def advance(self, state: CacheState, x) -> CacheState:
-        """Store ``(h_t, x)`` for each row, then let the model read ``x`` (B,)."""
+        """Store ``(h_t, x)`` for each row (``x`` is :math:`x_{t+1}`, the word after :math:`h_t`), then let the
+        model read ``x`` (B,)."""
         x = torch.as_tensor(x, device=state.values.device).long().view(-1)
         keys = torch.cat([state.keys, state.query.unsqueeze(1)], 1)[:, -self.window:]  # (B, n + 1, H)
         values = torch.cat([state.values, x.unsqueeze(1)], 1)[:, -self.window:]       # (B, n + 1)

@@ -2,8 +2,8 @@ r"""Tuning the neural cache on validation text: the model runs once, every setti
 
 The cache's knobs (:math:`\theta`, :math:`\lambda` or :math:`\alpha`, the window) change nothing in
 the model, so one pass collects what every setting needs, per position :math:`t`:
-the state :math:`h_t`, the target's log-probability :math:`\log p_{\text{vocab}}(x_t)`, its logit
-:math:`z_{t,x_t}` and :math:`\log\sum_w e^{z_{t,w}}` (:func:`collect`; nothing of size ``V`` is
+the state :math:`h_t` (it has read :math:`x_1, \dots, x_t`), the log-probability of the word it predicts,
+:math:`\log p_{\text{vocab}}(x_{t+1})`, its logit :math:`z_{t,x_{t+1}}` and :math:`\log\sum_w e^{z_{t,w}}` (:func:`collect`; nothing of size ``V`` is
 kept). Then
 
 - :func:`grid_search` computes the cache sums :math:`L^{\text{all}}_t, L^{\text{match}}_t` once per
@@ -45,10 +45,10 @@ FIELDS = ("targets", "hidden", "log_p", "z", "log_z")
 class CacheInputs:
     """What the cache needs from one pass of the model over a stream, one row per position."""
 
-    targets: torch.Tensor  # (T,) the tokens x_t
-    hidden: torch.Tensor  # (T, H) the last layer's output h_t
-    log_p: torch.Tensor  # (T,) log p_vocab(x_t)
-    z: torch.Tensor  # (T,) the logit z_{t, x_t}
+    targets: torch.Tensor  # (T,) the tokens x_{t+1}, each the word h_t predicts
+    hidden: torch.Tensor  # (T, H) the last layer's output h_t, which has read x_1..x_t
+    log_p: torch.Tensor  # (T,) log p_vocab(x_{t+1})
+    z: torch.Tensor  # (T,) the logit z_{t, x_{t+1}}
     log_z: torch.Tensor  # (T,) log sum_w exp z_{t, w}
 
     def __len__(self) -> int:

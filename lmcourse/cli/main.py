@@ -6,7 +6,7 @@ Commands:
   oracle    the embedded corpus's exact perplexity floor (last line: JSON)
   train     train a paper's recipe (--preset) into a run directory (last line: JSON)
   evaluate  score a trained run, optionally with the neural cache and dynamic evaluation (last line: JSON)
-  word-lstm the lessons' shared word LSTM: loaded when stored, else trained, then scored (last line: JSON)
+  word-lstm the word LSTM of pytorch/examples' recipe: loaded from your cache, else trained, then scored (last line: JSON)
 
 --data defaults to $LMCOURSE_DATASET, else the embedded corpus.
 
@@ -112,14 +112,11 @@ def _report(message: str, debug: bool) -> None:
     print(f"error: {message}", file=sys.stderr)
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """How the command line shows a warning: ``warning: <the sentence>``, without its source file and line."""
-    print(f"warning: {' '.join(str(message).split())}", file=sys.stderr if file is None else file)
-
-
 def main(argv=None) -> int:
     """Run one command; return the exit status (0 when it worked). Never lets a traceback through."""
     import warnings
+
+    from ..errors import one_line_warning as _one_line_warning
 
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     debug = "--debug" in argv

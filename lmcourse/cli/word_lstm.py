@@ -1,5 +1,6 @@
-"""The ``word-lstm`` command: the course's shared word LSTM, loaded when stored, else trained by the one function
-that trains it for every lesson (:func:`lmcourse.course.runs.word_lstm.train`), then scored; last line JSON."""
+"""The ``word-lstm`` command: the word LSTM of pytorch/examples' recipe, loaded from the user's cache when stored,
+else trained by the one function that trains it (:func:`lmcourse.course.runs.word_lstm.train`), then scored; last
+line JSON."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ def add_cli(subparsers) -> None:
     """Add the ``word-lstm`` subcommand."""
     from ..config import SCALES
 
-    p = subparsers.add_parser("word-lstm", help="train (or load) the lessons' shared word LSTM and score it")
+    p = subparsers.add_parser("word-lstm", help="train (or load) the word LSTM of pytorch/examples' recipe and score it")
     p.add_argument("--data", default=None, help="corpus name or folder (default: $LMCOURSE_DATASET, else embedded)")
     p.add_argument("--scale", default=None, choices=SCALES, help="default: $LMCOURSE_SCALE, else cpu")
     p.add_argument("--retrain", action="store_true", help="train it afresh instead of loading the stored run")
@@ -18,7 +19,7 @@ def add_cli(subparsers) -> None:
 
 
 def run_cli(args) -> dict:
-    """Load or train the shared word LSTM, print one human line and then a JSON line; returns the JSON's dict."""
+    """Load or train the word LSTM, print one human line and then a JSON line; returns the JSON's dict."""
     from ..config import dataset, scale
     from ..corpora.data import load_corpus
     from ..course.runs import word_lstm

@@ -238,7 +238,9 @@ def regenerate_runs(paths: Sequence[Path]) -> dict:
     """Retrain the reference runs of these lessons at ``cpu`` into ``reference_runs/``; ``{lesson: seconds}``."""
     from ..store import reference_runs as reference
 
-    env = dict(os.environ, LMCOURSE_STORE_REFERENCE="1", LMCOURSE_RETRAIN="1")
+    # only the runs these lessons own are retrained; a run of another lesson they read (the course model) is loaded
+    env = dict(os.environ, LMCOURSE_STORE_REFERENCE="1", LMCOURSE_RETRAIN="1",
+               LMCOURSE_RETRAIN_LESSONS=",".join(lesson_id(p) for p in paths))
 
     def prune(path: Path, started: float) -> None:
         for gone in reference.prune(lesson_id(path), started):

@@ -17,14 +17,16 @@ training long before its rank. These runs are set up so that the rank binds:
   clipped gradients.
 
 :func:`train` trains one such model through :func:`~lmcourse.store.stored_runs.train_or_load`
-(stored in the user's cache after the first run, never among the committed reference runs: each
-trains in seconds), on one CPU thread: these models are small, and one thread is as fast
-as two on an idle 2-core machine and much faster on a busy one.
+(stored in the user's cache after the first run; lesson 06's six, declared in
+:mod:`lmcourse.course.runs.lesson06`, are also committed in ``reference_runs/``), on one CPU thread: these
+models are small, and one thread is as fast as two on an idle 2-core machine and much faster on a busy one.
+A run given the corpus variant's ``params`` is keyed by their fields (as the course model is), so that the
+registry can rebuild its corpus and check a committed run against it.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Optional
 
 import torch
@@ -80,22 +82,28 @@ def _threads(n: Optional[int]):
         torch.set_num_threads(before)
 
 
-def run_settings(corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None) -> dict:
+def run_settings(corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None,
+                 params: Optional[Params] = None) -> dict:
     """What decides a run's result, the key it is stored under: the model, the training (how it is shown
-    aside), the validation slice and the corpus (its name carries the hash of its parameters)."""
+    aside), the validation slice and the corpus: the fields of its variant's ``params`` when given, else its
+    name (which carries the hash of its parameters)."""
     shown = ("progress", "live_plot")
     return dict(model=model.as_dict(), train={k: v for k, v in vars(training).items() if k not in shown},
-                valid_tokens=valid_tokens, corpus=corpus.name, train_tokens=len(corpus.train))
+                valid_tokens=valid_tokens, corpus=corpus.name if params is None else asdict(params),
+                train_tokens=len(corpus.train))
 
 
 def train(name: str, corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None,
           floor: Optional[float] = None, title: Optional[str] = None, retrain: Optional[bool] = None,
-          threads: Optional[int] = 1, plot: bool = True, scale: Optional[str] = None, dataset=None) -> CachedRun:
+          threads: Optional[int] = 1, plot: bool = True, scale: Optional[str] = None, dataset=None,
+          params: Optional[Params] = None, lesson: Optional[str] = None) -> CachedRun:
     """Train ``model`` with ``training`` on ``corpus`` (or load the stored run), scoring the first
     ``valid_tokens`` of validation text after each epoch; the live curve (``plot``) carries ``floor``.
-    ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key."""
+    ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key, and ``params`` (the
+    corpus variant, :func:`lookup_rich`) when given. A run given a ``lesson`` is one of that lesson's
+    reference runs (``make runs`` writes it into ``reference_runs/``); without one it stays in the user's cache."""
     valid = corpus.valid if valid_tokens is None else corpus.valid[:valid_tokens]
-    settings = run_settings(corpus, model, training, valid_tokens)
+    settings = run_settings(corpus, model, training, valid_tokens, params)
     if not plot:
         training = replace(training, live_plot=False)
 
@@ -108,7 +116,8 @@ def train(name: str, corpus, model: LMConfig, training: TrainConfig, valid_token
             history = Trainer(lm, corpus.train, valid, training, callbacks=callbacks).fit()
         return lm, history
 
-    run = train_or_load(name, settings, fit, corpus.vocab, retrain=retrain, reference_run=False,
-                        scale=scale or config.SCALE, dataset=config.DATASET if dataset is None else dataset)
+    run = train_or_load(name, settings, fit, corpus.vocab, retrain=retrain, reference_run=lesson is not None,
+                        lesson=lesson, scale=scale or config.SCALE,
+                        dataset=config.DATASET if dataset is None else dataset)
     run.model.vocab = corpus.vocab
     return run

@@ -58,7 +58,7 @@ REGISTRY, LEVELS, OWNERS = collect()
 
 
 def lesson_of(name: str) -> str:
-    """The lesson that declares the run ``name`` ("word-lstm" -> "02b"), else the lesson its name starts with."""
+    """The lesson that declares the run ``name`` ("course-model" -> "09"), else the lesson its name starts with."""
     return OWNERS.get(name) or reference.lesson_of(name)
 
 

@@ -100,7 +100,7 @@ def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
                                               lambda: (_ for _ in ()).throw(_missing("wrappers' numbers")),
                                               corpus.vocab, recompute=False, scale=scale,
                                               dataset=config.EMBEDDED)["json"]) for seed in L.SEEDS]
-        for rung in ("+ cache", "+ dynamic evaluation", "all together"):
+        for rung in ("+ cache", "+ dynamic evaluation"):
             rungs[rung] = {s: [w["ppl"][rung][s] for w in wrapped] for s in splits}
         oracle = Oracle(corpus.vocab, params)
         floor = {s: perplexity(oracle, x) for s, x in splits.items()}

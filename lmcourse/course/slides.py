@@ -57,6 +57,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
     "02b": (("c000", SLIDE), ("c009", SLIDE),                                 # the claim; samples as training goes
             ("c010", SLIDE), ("c011", FRAGMENT),                              # bits per character beside KN (figure)
             ("c016", SLIDE), ("c018", SLIDE), ("c019", ON), ("c020", ON),     # decoding; the temperature slider
+            ("c027", SLIDE), ("c028", FRAGMENT),                              # the word model overfits (figure)
             ("c029", SLIDE), ("c030", ON), ("c031", FRAGMENT),                # the forget gates learned (figure)
             ("c032", SLIDE), ("c035", ON), ("c036", FRAGMENT),                # agreement at a distance (figure)
             ("c038", SLIDE)),                                                 # what to take away
@@ -90,9 +91,11 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("a99d6553", SLIDE), ("894a0243", ON)),                            # what to take away
     "07": (("d41f2d57", SLIDE), ("b0ede868", ON),                             # the claim; the papers' gains
            ("8854e16b", SLIDE), ("41accb49", ON), ("35247d34", FRAGMENT), ("dd6a6dbf", ON),  # the cache, coded
-           ("a8c7a4f4", SLIDE), ("25c8e368", ON), ("33b7a233", FRAGMENT),     # theta and lambda (heat map)
+           ("a8c7a4f4", SLIDE), ("25c8e368", ON), ("5e1a07c1", ON),           # theta and lambda (heat maps, 3 seeds)
+           ("33b7a233", FRAGMENT),
            ("233032af", SLIDE), ("7838bead", ON), ("c8f5c4c3", FRAGMENT),     # who gains: names
            ("52892dca", SLIDE), ("1f06da74", ON), ("0da882bc", ON),           # the attention explorer
+           ("38ca9935", SLIDE), ("3c97c4fc", ON),                             # the test gain over seeds
            ("b85879bd", SLIDE)),                                              # what to take away
     "08": (("ac77f668", SLIDE),                                               # the claim
            ("7678d48d", SLIDE), ("c0f0fd2f", ON),                             # the update rule, by hand

@@ -180,16 +180,22 @@ def load(name: str, key: str, vocab):
             model.float()  # stored in half precision
             return model, info, path
         except CheckpointError as err:
-            problem = f"cannot be read ({err})"
-    warnings.warn(f"The reference run {path} {problem}, so it is trained afresh: restore it with `git checkout`, "
-                  f"or regenerate it with `make runs`.", RuntimeWarning, stacklevel=3)
+            problem = f"cannot be read ({without_folder(err, path)})"
+    warnings.warn(f"The reference run {path.name} (in reference_runs/) {problem}, so it is trained afresh: restore it "
+                  f"with `git checkout`, or regenerate it with `make runs`.", RuntimeWarning, stacklevel=3)
     return None
+
+
+def without_folder(text, path: Path) -> str:
+    """``text`` with ``path`` named by its file name alone: a warning a lesson prints, and saves with its outputs,
+    carries no folder of the machine that ran it."""
+    return str(text).replace(str(path), path.name)
 
 
 def lesson_of(name: str) -> str:
     """The lesson a run's name starts with: "06-mos" -> "06", "02b-char-lstm" -> "02b", "word-lstm" -> "".
 
-    A run whose name starts with no lesson (the shared word LSTM) says whose it is in its :class:`Entry`."""
+    A run whose name starts with no lesson (the course model) says whose it is in its :class:`Entry`."""
     lesson = re.match(r"\d\d[a-z]?(?=-)", name)
     return lesson[0] if lesson else ""
 

@@ -101,7 +101,7 @@ def compute_or_load(name: str, settings: dict, compute: Callable[[], dict], voca
     key = run_key(name, settings, vocab, scale, dataset)
     path = numbers_path(name, settings, vocab, scale, dataset)
     entry = reference.Entry(name, key, settings, scale, dataset, corpus_fingerprint(vocab), lesson)
-    if wanted(recompute, scale):
+    if wanted(recompute, scale, entry.lesson or reference.lesson_of(name)):
         found = _from_reference(name, key)
         if found is not None:
             return {**found, "loaded": True}

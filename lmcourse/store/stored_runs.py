@@ -80,12 +80,19 @@ def run_path(name: str, settings: dict, vocab, scale: str, dataset) -> Path:
     return config.cache_dir() / "runs" / f"{check_name(name)}-{run_key(name, settings, vocab, scale, dataset)}.pt"
 
 
-def wanted(retrain: Optional[bool], scale: str) -> bool:
+def wanted(retrain: Optional[bool], scale: str, lesson: Optional[str] = None) -> bool:
     """Whether a stored result may be used: at a scale whose results are kept, not with ``retrain`` or
-    ``LMCOURSE_RETRAIN=1``."""
+    ``LMCOURSE_RETRAIN=1``. ``LMCOURSE_RETRAIN_LESSONS`` (lesson ids, "03,09"), when set, limits the
+    retraining to the results those lessons own (``lesson``): ``make runs LESSONS=03`` retrains lesson 03's
+    runs and still loads the course model that lesson 03 ablates, which lesson 09 owns."""
     if retrain is not None:
         return not retrain
-    return reference.kept(scale) and os.environ.get("LMCOURSE_RETRAIN", "") in ("", "0")
+    if not reference.kept(scale):
+        return False
+    if os.environ.get("LMCOURSE_RETRAIN", "") in ("", "0"):
+        return True
+    only = [x.strip() for x in os.environ.get("LMCOURSE_RETRAIN_LESSONS", "").split(",") if x.strip()]
+    return bool(only) and lesson not in only
 
 
 def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], vocab, *, scale: str, dataset,
@@ -101,19 +108,19 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
     path = run_path(name, settings, vocab, scale, dataset)
     key = run_key(name, settings, vocab, scale, dataset)
     entry = reference.Entry(name, key, settings, scale, dataset, corpus_fingerprint(vocab), lesson)
-    if wanted(retrain, scale):
+    if wanted(retrain, scale, entry.lesson or reference.lesson_of(name)):
         found = reference.load(name, key, vocab)
         if found is not None:
             model, info, ref_path = found
             print(f"Loaded the stored reference run '{name}' ({len(info['history'])} epochs, committed with the "
                   f"course). Set RETRAIN = True, or LMCOURSE_RETRAIN=1, to train it afresh.")
             return CachedRun(model, info["history"], True, ref_path)
-    if wanted(retrain, scale) and path.is_file():
+    if wanted(retrain, scale, entry.lesson or reference.lesson_of(name)) and path.is_file():
         try:
             model, info = load_checkpoint(path, vocab=vocab)
         except CheckpointError as err:  # damaged, or made with another vocabulary: train again
-            warnings.warn(f"The stored run '{name}' cannot be used ({err}); training it again.", RuntimeWarning,
-                          stacklevel=2)
+            warnings.warn(f"The stored run '{name}' cannot be used ({reference.without_folder(err, path)}); training "
+                          "it again.", RuntimeWarning, stacklevel=2)
             model, info = None, {"extra": {}}
         extra = info["extra"]
         if extra.get("complete"):

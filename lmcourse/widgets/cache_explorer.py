@@ -2,11 +2,13 @@ r"""An explorer for the neural cache's attention: where does position ``t`` look
 
 For a position :math:`t` of a scored stream it shows
 
-- the text before :math:`t`, each earlier token :math:`x_i` shaded by its attention weight
-  :math:`a_i = \operatorname{softmax}_i(\theta\, h_t \cdot h_i)` (the weight lands on the token the
-  stored state was followed by, which is what the cache would predict again);
+- the text before :math:`t`, each earlier token :math:`x_{i+1}` shaded by the attention weight
+  :math:`a_i = \operatorname{softmax}_i(\theta\, h_t \cdot h_i)` of the state :math:`h_i` it followed
+  (:math:`h_i` has read :math:`x_1, \dots, x_i`; the weight lands on the token after it, which is what
+  the cache would predict again);
 - the largest contributions, and the cache's probability per word (the weights summed by word);
-- the target :math:`x_t` and its probability under the model, under the cache and mixed,
+- the target :math:`x_{t+1}` (the word :math:`h_t` predicts: row ``t`` of the stream) and its probability
+  under the model, under the cache and mixed,
   :math:`p = (1-\lambda)\, p_{\text{vocab}} + \lambda\, p_{\text{cache}}`.
 
 :meth:`CacheExplorer.widget` adds a box for :math:`t` that steps one position at a time, buttons that

@@ -1,10 +1,13 @@
-r"""Lesson 02b exercises: sampling temperature, a word model in bits per character, the forget gates.
+r"""Lesson 02b exercises: sampling temperature, a word model in bits per character, the forget gates, early stopping.
 
 - ``02b.temperature``: :math:`p_\tau(x) = \operatorname{softmax}(\log p(x) / \tau)`, computed in log space.
 - ``02b.word-bits``: a word model of perplexity :math:`P` over :math:`N` words and :math:`C` characters
   spends :math:`N \log_2 P / C` bits per character.
 - ``02b.forget-share``: the share of an LSTM layer's forget-gate activations above a threshold, and
   the number of steps :math:`k` after which a constant gate :math:`f` keeps :math:`f^k < 1/2`.
+- ``02b.early-stop``: with validation perplexities :math:`v_1, v_2, \dots` and patience :math:`p`, training
+  stops after the first epoch :math:`e` with :math:`e - b_e \ge p`, where :math:`b_e` is the best epoch so far
+  (the first strict minimum of :math:`v_1 \dots v_e`), and keeps epoch :math:`b_e`.
 """
 from __future__ import annotations
 
@@ -117,3 +120,46 @@ def check_forget_share(answer) -> str:
                     f"whole k with {HALF_LIFE_GATE}^k below one half.")
     return (f"a gate at {HALF_LIFE_GATE} halves the cell in {want_steps} steps, one at 0.5 in a single step: the gates "
             "that training pushes towards 1 are the units that remember across a sentence.")
+
+
+def early_stop_reference(valid_ppl, patience: int) -> tuple[int, int]:
+    """``(best, stop)``: the epoch kept and the last epoch trained (both from 1) under early stopping."""
+    best, lowest = 0, math.inf
+    for epoch, ppl in enumerate(valid_ppl, start=1):
+        if ppl < lowest:
+            best, lowest = epoch, ppl
+        elif epoch - best >= patience:
+            return best, epoch
+    return best, len(valid_ppl)
+
+
+# (validation perplexities, patience): a U-shaped curve, a bump before the minimum, a curve that never stops
+# improving, a plateau (equal is no improvement), and a patience longer than the run
+STOP_CASES = (([9.0, 7.0, 6.0, 6.5, 6.8, 7.2, 5.0], 3), ([9.0, 7.0, 6.0, 6.5, 6.8, 7.2, 5.0], 5),
+              ([9.0, 8.0, 7.5, 7.9, 7.0, 6.9, 7.1, 7.3, 7.4], 2), ([5.0, 4.0, 3.0, 2.5, 2.0], 2),
+              ([4.0, 3.0, 3.0, 3.0, 2.9], 2), ([4.0, 3.0, 3.5, 3.6], 10))
+
+
+@exercise("02b.early-stop", hint="walk through the epochs in order, remembering the lowest perplexity so far and the "
+                                 "epoch that reached it; after each epoch, ask how many epochs ago that was.")
+def check_early_stop(answer) -> str:
+    for valid_ppl, patience in STOP_CASES:
+        want = early_stop_reference(valid_ppl, patience)
+        got = answer(list(valid_ppl), patience)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            raise Wrong("return the pair (best, stop): the epoch kept and the last epoch trained.")
+        got = (int(got[0]), int(got[1]))
+        if got == want:
+            continue
+        if got == (want[0] - 1, want[1] - 1):
+            raise Wrong("count the epochs from 1, as the trainer's history does (its first row is epoch 1).")
+        if got[1] == len(valid_ppl) and want[1] < len(valid_ppl):
+            raise Wrong(f"for {valid_ppl} with patience {patience} training stops after epoch {want[1]}: the best "
+                        f"epoch is then {patience} epochs old, and the epochs after it are never trained.")
+        if got[0] != want[0]:
+            raise Wrong(f"for {valid_ppl} with patience {patience} the epoch kept is {want[0]}, not {got[0]}: the best "
+                        "of the epochs trained before the stop, and an epoch equal to the best is no improvement.")
+        raise Wrong(f"for {valid_ppl} with patience {patience} training stops after epoch {want[1]}, not {got[1]}: "
+                    f"at the end of the first epoch that is {patience} epochs past the best.")
+    return ("early stopping keeps the best epoch's weights and saves the epochs after it; a patience too short "
+            "stops at a bump of the curve, before its real minimum.")

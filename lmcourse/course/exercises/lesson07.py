@@ -1,11 +1,12 @@
 r"""Lesson 07 exercises: the cache's distribution, theta = 0, the global softmax, and lambda = 1.
 
-- ``07.p-cache``: :math:`p_{\text{cache}}(w) = \sum_{i: x_i = w} \operatorname{softmax}_i(\theta\, h_t\cdot h_i)`
-  as a (V,) vector (Grave et al. 2017).
+- ``07.p-cache``: :math:`p_{\text{cache}}(w) = \sum_{i: x_{i+1} = w} \operatorname{softmax}_i(\theta\, h_t\cdot h_i)`
+  as a (V,) vector (Grave et al. 2017); :math:`h_t` has read :math:`x_1, \dots, x_t` and predicts
+  :math:`x_{t+1}`, and the value stored with :math:`h_i` is the word after it, :math:`x_{i+1}`.
 - ``07.theta-zero``: at :math:`\theta = 0` every stored position weighs the same, so the cache is a
   unigram model of the window: :math:`p_{\text{cache}}(w) = \text{count}(w) / n`.
-- ``07.global``: :math:`\log p(x_t)` under global normalisation,
-  :math:`p(w) \propto e^{z_w} + \sum_{i: x_i = w} e^{\theta h_t\cdot h_i + \alpha}`.
+- ``07.global``: :math:`\log p(x_{t+1})` under global normalisation,
+  :math:`p(w) \propto e^{z_w} + \sum_{i: x_{i+1} = w} e^{\theta h_t\cdot h_i + \alpha}`.
 - ``07.lam-one``: with :math:`\lambda = 1` a target absent from the window gets probability 0, so
   the perplexity of any long text is infinite.
 - ``07.theta-zero-why``: the reason behind the exercise's answer, one letter of 3.

@@ -1,5 +1,5 @@
 r"""The course model: one corpus, one set of sizes and one schedule, trained to convergence, that lessons
-03, 04, 07, 08, 09 and 10 share and ablate.
+02b (its first rung, "LSTM"), 03, 04, 07, 08, 09 and 10 share and ablate.
 
 The regime (measured in ``benchmarks/bench_ladder.py``, figures in ``benchmarks/README.md``) is chosen so
 that each idea of the course has the problem it solves:
@@ -22,7 +22,7 @@ idea. A rung is one dict of settings (:func:`rung_settings`) in the course's one
 ``batch_size``, ``n_experts``, ...), the corpus variant as its ``Params`` fields, and the course's own knobs
 (``d``, ``dropout_scale``, ``rung``, and the rung's additions under ``model`` and ``train``). A lesson that
 ablates the model (03) changes a rung's ``model`` or ``train`` dict and trains it with :func:`train_rung`
-under its own run name; a lesson that wraps it (07, 08, 09, 10) loads it with :func:`course_model`.
+under its own run name; a lesson that reads it (02b) or wraps it (07, 08, 09, 10) loads it with :func:`course_model`.
 Every rung is stored as the reference run ``course-model`` (``make runs LESSONS=09``).
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ...training.trainer import Trainer, TrainConfig
 
 __all__ = ["RUNS", "LESSON", "NAME", "SEEDS", "TRAINED", "AWD_PTB_DROPOUTS", "AWD_TRAINING", "VARIANT", "RUNG_ONLY",
            "ladder_params", "ladder_corpus", "shared_settings", "rung_settings", "rung_configs", "model_config",
-           "train_config", "fit_on_one_thread", "train_rung", "averaging_epoch", "course_model"]
+           "train_config", "fit_on_one_thread", "train_rung", "averaging_epoch", "course_model", "CACHE_GRID"]
 
 LESSON = "09"  # ``make runs LESSONS=09`` regenerates the course model
 NAME = "course-model"  # the stored run's name
@@ -52,6 +52,14 @@ SEEDS = (0, 1, 2)
 AWD_PTB_DROPOUTS = dict(dropout=0.4, dropouth=0.25, dropouti=0.4, dropoute=0.1, wdrop=0.5)  # Merity et al. 2018
 AWD_TRAINING = dict(optimizer="ntasgd", variable_bptt=True, alpha=2.0, beta=1.0, weight_decay=1.2e-6)  # the same
 TRAINED = ("LSTM", "+ dropouts", "+ tying", "AWD recipe", "MoS")
+
+# The neural cache's grid over the course model (lesson 07 tunes the AWD rung on it; lesson 09's MoS rung too):
+# theta on a half-decade log scale, the mixing weight lambda, and the window (about one document at cpu, where
+# the mean document is about 435 tokens). The model's states h_t are small (norm about 0.2 at cpu), so the
+# scores theta h_t . h_i need a theta in the hundreds; at cpu every seed's best (theta, lambda) lies inside the
+# grid, for the AWD rung (theta 300, lambda 0.1) and for MoS (theta 30, lambda 0.1), as lesson 07 asserts.
+CACHE_GRID = dict(thetas=[3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0],
+                  lams=[0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=500)
 
 # The corpus variant's knobs (the rest are the embedded corpus's defaults); see the module docstring.
 VARIANT = dict(n_nouns=100, n_verbs=40, n_adjs=60, n_advs=20, n_names=1000, name_alpha=0.3, n_keys=50,

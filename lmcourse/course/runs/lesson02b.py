@@ -1,4 +1,5 @@
-"""Lesson 02b's stored run: the character LSTM (the shared word LSTM has its own module, :mod:`.word_lstm`)."""
+"""Lesson 02b's stored run: the character LSTM. Its word model is the course model's "LSTM" rung, stored with the
+course model (:mod:`.course_model`)."""
 from __future__ import annotations
 
 from ...config import by_scale

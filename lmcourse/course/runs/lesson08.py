@@ -1,220 +1,168 @@
-r"""Lesson 08's dynamic-evaluation passes, declared per scale, computed once and stored.
+r"""Lesson 08's dynamic-evaluation passes over the course model, computed once per seed and stored as numbers.
 
-Dynamic evaluation costs a backward pass and an update of every weight per segment of 5 tokens,
-so lesson 08's tuning grids and whole-split passes take far longer than a lesson's run. Each pass
-is one stored measurement (:func:`lmcourse.store.stored_numbers.compute_or_load`) named
-``08-dyneval`` and keyed by its settings dict, which carries a ``role``:
+The model is the course model's ``"AWD recipe"`` rung (:mod:`.course_model`), three seeds, loaded and never
+trained here. Dynamic evaluation costs a backward pass and an update of every weight per segment of
+``bptt`` tokens, and the lesson tunes two rules over grids, so each seed's passes are one stored measurement
+(:func:`lmcourse.store.stored_numbers.compute_or_load`) named ``08-dyneval`` and keyed by the rung's settings
+plus the grids (:func:`grids`, :func:`pass_settings`). One seed's passes (:func:`passes`) hold, in ``json``:
 
-- ``grid``: one rule (``sgd`` or ``rms``) at one :math:`(\eta, \lambda)` on the first ``tune``
-  validation tokens: the summed negative log-likelihood and :math:`\lVert\theta - \theta_0\rVert` along the stream;
-- ``split``: one rule at the best setting of its own grid over the first ``split_tokens`` tokens of a
-  split (None: all), per token, with the neural cache on top for every :math:`(\theta, \lambda_{\text{cache}})`
-  of a small grid (summed per slice);
-- ``segment``: the winning rule at another segment length, on the first ``segment_tokens`` tokens;
-- ``reset``: the winning rule with its weights reset at every ``<doc>`` of the test text's start.
+- ``grids``: the validation perplexity of each rule at every (rate, decay) of its grid (the RMS rule of
+  :data:`RULE`, and SGD of :data:`SGD_GRID`), and each rule's best setting;
+- ``control``: the test text's perplexity, scored statically after the chosen rule took as many steps as the
+  test stream has segments, at the same rate, on *training* text (and, second control, on validation text);
+- ``segments``: the chosen rule's validation perplexity for other segment lengths (rate scaled by
+  ``n / bptt``);
 
-The winner is the rule whose best grid perplexity is lower: chosen on validation text only.
+and, as tensors: every test token's log-probability, ``static``, ``rms`` and ``sgd`` (each rule at its own best
+setting with the weights carried along the whole stream) and ``reset`` (the chosen rule with its weights back at
+:math:`\theta_0` and an empty state at every ``<doc>``); and ``drift``, :math:`\lVert\theta - \theta_0\rVert`
+along the test stream for the chosen rule, every 20 segments.
+
+:data:`RULE` is the one home of the course's update rule and its grid, for every lesson that evaluates
+dynamically (lesson 09's ``+ dynamic evaluation`` rung included).
 """
 from __future__ import annotations
 
+import copy
 import json
+import math
 import time
+import warnings
 from typing import Optional
 
 import torch
 
 from ... import config
-from ...adapt.cache_tuning import cache_scores, collect
+from ...config import by_scale, device
 from ...adapt.dyneval import DynamicEval, gradient_stats
-from ...config import by_scale
 from ...lm import perplexity_from_nll
+from ...progress import bar
 from ...store.stored_numbers import compute_or_load
-from .word_lstm import word_lstm
+from .course_model import SEEDS, course_model, rung_settings, shared_settings
+
+__all__ = ["NAME", "RUNG", "RULE", "SGD_GRID", "SEGMENTS", "RUNS", "grids", "pass_settings", "rule", "tune", "passes",
+           "stored_passes", "doc_pieces", "with_weights"]
 
 NAME = "08-dyneval"
-METHODS = ("sgd", "rms")
+RUNG = "AWD recipe"  # the course model's rung that lesson 08 wraps
 
-_SHARED = dict(eps=2e-5, bptt=5, stats_tokens=50_000, drift_every=20, cache_window=1000)
-
-
-def plan(scale: str) -> dict:
-    """The knobs of lesson 08's passes at ``scale``."""
-    return by_scale(
-        ci=dict(_SHARED, stats_tokens=3_000, tune=400, slices=2, split_tokens=800, segment_tokens=400, reset_tokens=800,
-                lrs=dict(sgd=[0.1], rms=[1e-5, 1e-4]), decays=dict(sgd=[0.0], rms=[0.0, 1e-2]), segments=[5, 20],
-                cache_thetas=[0.3], cache_lams=[0.1]),
-        cpu=dict(_SHARED, tune=20_000, slices=3, split_tokens=30_000, segment_tokens=1_000, reset_tokens=4_000,
-                 lrs=dict(sgd=[0.02, 0.05, 0.1], rms=[1.5e-5, 3e-5, 6e-5]),
-                 decays=dict(sgd=[0.0, 3e-3], rms=[0.0, 3e-3]), segments=[2, 5, 20, 50],
-                 cache_thetas=[0.3, 1.0, 1.5, 2.0], cache_lams=[0.02, 0.05, 0.1]),
-        gpu=dict(_SHARED, stats_tokens=None, tune=30_000, slices=4, split_tokens=None, segment_tokens=30_000,
-                 reset_tokens=60_000, lrs=dict(sgd=[0.03, 0.1, 0.3, 1.0], rms=[3e-5, 5e-5, 7e-5, 1e-4]),
-                 decays=dict(sgd=[0.0, 1e-3, 1e-2], rms=[0.0, 1e-3, 2e-3, 5e-3]), segments=[2, 5, 10, 20, 50],
-                 cache_thetas=[0.3, 0.6, 1.0], cache_lams=[0.05, 0.1, 0.15, 0.2]),
-        scale=scale)
+# The course's dynamic-evaluation rule (Krause et al. 2018, Section 5: RMS-scaled steps, decay towards the
+# trained weights) and the grid its rate and decay are tuned over, on the whole validation split (``tune_tokens``
+# None) with segments of ``bptt`` tokens. The rates bracket the optimum of all three seeds at ``cpu``.
+RULE = dict(method="rms", lrs=[1e-5, 2e-5, 4e-5, 8e-5], decays=[0.0, 1e-3, 1e-2], eps=2e-5, bptt=5,
+            tune_tokens=None)
+# The rule it is measured against: SGD on the test stream (Mikolov et al. 2010), with the same decay grid.
+SGD_GRID = dict(RULE, method="sgd", lrs=[0.01, 0.02, 0.04, 0.08])
+SEGMENTS = [2, 5, 20, 50]  # segment lengths of the sweep (the chosen rule, its rate scaled by n / bptt)
+STATS_BATCH = 100  # the gradient statistics' batch (Krause et al. 2018, dynamic-evaluation code)
 
 
-def model_settings(scale: str) -> dict:
-    """The shared word LSTM whose passes these are (:mod:`.word_lstm`): its name and settings, which every
-    pass's key carries."""
-    name, settings = word_lstm(scale)
-    return dict(settings, name=name)
+def grids(scale: str) -> dict:
+    """``{"rule", "sgd", "segments"}`` at ``scale``: :data:`RULE`, :data:`SGD_GRID` and :data:`SEGMENTS`, except at
+    ``ci``, whose barely trained model diverges at the largest rates (and the longest segments, whose rate is
+    scaled up): there only the first two of each are tried."""
+    full = dict(rule=RULE, sgd=SGD_GRID, segments=SEGMENTS)
+    cut = dict(rule=dict(RULE, lrs=RULE["lrs"][:2]), sgd=dict(SGD_GRID, lrs=SGD_GRID["lrs"][:2]), segments=SEGMENTS[:2])
+    return by_scale(ci=cut, cpu=full, gpu=full, scale=scale)
 
 
-def _base(scale: str) -> dict:
-    p = plan(scale)
-    return dict(model=model_settings(scale), eps=p["eps"], stats_tokens=p["stats_tokens"])
+def pass_settings(seed: int, scale: str) -> dict:
+    """What decides one seed's stored passes: its rung's settings and the grids (:func:`grids`)."""
+    return dict(rung_settings(RUNG, seed, shared_settings(scale)), dyneval=grids(scale))
 
 
-def _grids(scale: str) -> dict:
-    p = plan(scale)
-    return {m: dict(lrs=p["lrs"][m], decays=p["decays"][m], tune=p["tune"], bptt=p["bptt"]) for m in METHODS}
+def _declared(scale: str) -> list:
+    """Every seed's passes, as ``make runs LESSONS=08`` stores them."""
+    return [pass_settings(seed, scale) for seed in SEEDS]
 
 
-def grid_settings(scale: str, method: str, lr: float, decay: float) -> dict:
-    p = plan(scale)
-    return dict(_base(scale), role="grid", method=method, lr=lr, decay=decay, bptt=p["bptt"], tune=p["tune"],
-                every=p["drift_every"])
+RUNS = {NAME: _declared}
 
 
-def split_settings(scale: str, method: str, split: str) -> dict:
-    p = plan(scale)
-    return dict(_base(scale), role="split", method=method, split=split, tokens=p["split_tokens"],
-                grids=_grids(scale), slices=p["slices"], window=p["cache_window"], thetas=p["cache_thetas"],
-                lams=p["cache_lams"])
+def rule(model, grid: dict, lr: float, decay: float, stats=None, bptt: Optional[int] = None) -> DynamicEval:
+    """The rule of ``grid`` (its ``method``, ``eps``, ``bptt``) at rate ``lr`` and decay ``decay``."""
+    return DynamicEval(model, grid["method"], lr=lr, decay=decay, eps=grid["eps"], bptt=bptt or grid["bptt"],
+                       stats=stats if grid["method"] == "rms" else None)
 
 
-def segment_settings(scale: str, n: int) -> dict:
-    p = plan(scale)
-    return dict(_base(scale), role="segment", bptt=n, tokens=p["segment_tokens"], grids=_grids(scale))
+def _ppl(log_p: torch.Tensor) -> float:
+    return perplexity_from_nll(-float(log_p.double().mean()))
 
 
-def reset_settings(scale: str) -> dict:
-    p = plan(scale)
-    return dict(_base(scale), role="reset", tokens=p["reset_tokens"], grids=_grids(scale))
+def tune(model, tokens, grid: dict, stats=None, progress: Optional[bool] = None) -> dict:
+    """``{"ppl": [[...]] (lrs x decays), "lr", "decay", "best"}``: the grid on ``tokens`` and its optimum."""
+    shown = bar(total=len(grid["lrs"]) * len(grid["decays"]), desc=f"grid ({grid['method']})", unit="pass",
+                enabled=progress)
+    ppl = []
+    for lr in grid["lrs"]:
+        row = []
+        for decay in grid["decays"]:
+            with warnings.catch_warnings():  # a diverged setting shows as an infinite perplexity
+                warnings.simplefilter("ignore", RuntimeWarning)
+                row.append(_ppl(rule(model, grid, lr, decay, stats).score(tokens)))
+            shown.update(1)
+        ppl.append(row)
+    shown.close()
+    flat = torch.tensor(ppl, dtype=torch.float64).nan_to_num(nan=math.inf)  # NaN: diverged
+    i, j = divmod(int(torch.argmin(flat)), len(grid["decays"]))
+    return dict(ppl=ppl, lr=grid["lrs"][i], decay=grid["decays"][j], best=float(flat[i, j]))
 
 
-def declared(scale: str) -> list:
-    """Every pass lesson 08 stores at ``scale``."""
-    p = plan(scale)
-    out = [grid_settings(scale, m, lr, d) for m in METHODS for lr in p["lrs"][m] for d in p["decays"][m]]
-    out += [split_settings(scale, m, "test") for m in METHODS]
-    out += [segment_settings(scale, n) for n in p["segments"]] + [reset_settings(scale)]
+def doc_pieces(tokens: torch.Tensor, doc: int) -> list:
+    """The stream cut before every ``<doc>`` (id ``doc``): ``[(a, b), ...]`` covering ``tokens``."""
+    starts = (tokens == doc).nonzero().flatten().tolist()
+    edges = sorted({0, *starts, len(tokens)})
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def with_weights(model, weights: dict):
+    """A copy of ``model`` (evaluation mode) holding ``weights`` ``{name: theta}`` (from ``DynamicEval.adapt``)."""
+    out = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        for name, p in out.named_parameters():
+            p.copy_(weights[name])
     return out
 
 
-RUNS = {NAME: declared}
+def passes(model, corpus, grid: dict, progress: Optional[bool] = None) -> dict:
+    """One seed's passes (see the module docstring) over the grids ``grid`` (:func:`grids`), as a dict of numbers
+    and tensors."""
+    start = time.perf_counter()
+    chosen_grid, sgd_grid = grid["rule"], grid["sgd"]
+    tune_tokens = corpus.valid[:chosen_grid["tune_tokens"]]
+    test = corpus.test
+    stats = gradient_stats(model, corpus.train, batch_size=STATS_BATCH, bptt=chosen_grid["bptt"], progress=progress)
+    grids = {g["method"]: tune(model, tune_tokens, g, stats, progress) for g in (sgd_grid, chosen_grid)}
+    static = model.score(test).float()
+    dyn = {g["method"]: rule(model, g, grids[g["method"]]["lr"], grids[g["method"]]["decay"], stats)
+           for g in (sgd_grid, chosen_grid)}
+    chosen = dyn[chosen_grid["method"]]
+    log_p, drift = chosen.drift(test, every=20, progress=progress)
+    other = dyn[sgd_grid["method"]].score(test).float()
+    reset = torch.cat([chosen.score(test[a:b]) for a, b in doc_pieces(test, model.vocab.stoi["<doc>"])]).float()
+    bptt = chosen_grid["bptt"]
+    steps = -(-len(test) // bptt)  # as many segments as the test stream has
+    control = {}
+    for split in ("train", "valid"):
+        seen = getattr(corpus, split)[:steps * bptt]
+        control[split] = _ppl(with_weights(model, chosen.adapt(seen)).score(test))
+    b = grids[chosen_grid["method"]]
+    segments = {n: _ppl(rule(model, chosen_grid, b["lr"] * n / bptt, min(b["decay"] * n / bptt, 0.5), stats,
+                             bptt=n).score(tune_tokens)) for n in grid["segments"]}
+    summary = dict(grids=grids, control=control, control_steps=steps, segments=segments,
+                   seconds=time.perf_counter() - start, stats_segments=stats.n_segments)
+    return {"json": json.dumps(summary), "static": static, chosen_grid["method"]: log_p.float(),
+            sgd_grid["method"]: other, "reset": reset, "drift": drift.float()}
 
 
-class Passes:
-    """Lesson 08's passes for ``model`` on ``corpus`` at ``scale``: each computed once, then loaded."""
-
-    def __init__(self, model, corpus, scale: str, stats: Optional[dict] = None, progress: Optional[bool] = None,
-                 dataset=None):
-        self.model, self.corpus, self.scale, self.progress = model, corpus, scale, progress
-        self.dataset = config.DATASET if dataset is None else dataset  # the corpus's name in the passes' keys
-        self.plan = plan(scale)
-        self._stats, self._memo = stats, {}  # stats: gradient_stats over the first stats_tokens training tokens
-
-    @property
-    def stats(self):
-        """The RMS gradients of the training text (computed only when a pass needs them)."""
-        if self._stats is None:
-            n = self.plan["stats_tokens"]
-            train = self.corpus.train if n is None else self.corpus.train[:n]
-            self._stats = gradient_stats(self.model, train, bptt=self.plan["bptt"], progress=self.progress)
-        return self._stats
-
-    def rule(self, method: str, lr: float, decay: float, bptt: Optional[int] = None) -> DynamicEval:
-        stats = self.stats if method == "rms" else None
-        return DynamicEval(self.model, method, lr=lr, decay=decay, eps=self.plan["eps"],
-                           bptt=bptt or self.plan["bptt"], stats=stats)
-
-    def _stored(self, settings: dict, compute) -> dict:
-        key = json.dumps(settings, sort_keys=True, default=str)
-        if key not in self._memo:  # at the ci scale nothing is stored on disk, so each pass runs once here
-            self._memo[key] = compute_or_load(NAME, settings, compute, self.model.vocab, scale=self.scale,
-                                              dataset=self.dataset)
-        return self._memo[key]
-
-    @property
-    def tune(self) -> torch.Tensor:
-        return self.corpus.valid[:self.plan["tune"]]
-
-    def grid_pass(self, method: str, lr: float, decay: float) -> dict:
-        """``nll`` (summed), ``n``, ``drift`` (every ``drift_every`` segments) and ``seconds`` on the tuning slice."""
-        def compute():
-            start = time.perf_counter()
-            log_p, d = self.rule(method, lr, decay).drift(self.tune, self.plan["drift_every"], progress=self.progress)
-            return dict(nll=float(-log_p.sum()), n=len(log_p), drift=d, seconds=time.perf_counter() - start)
-        return self._stored(grid_settings(self.scale, method, lr, decay), compute)
-
-    def grid(self, method: str) -> torch.Tensor:  # (len(lrs), len(decays))
-        """The tuning slice's perplexity for every (lr, decay) of ``method``'s grid."""
-        lrs, decays = self.plan["lrs"][method], self.plan["decays"][method]
-        ppl = torch.empty(len(lrs), len(decays), dtype=torch.float64)
-        for i, lr in enumerate(lrs):
-            for j, decay in enumerate(decays):
-                g = self.grid_pass(method, lr, decay)
-                ppl[i, j] = perplexity_from_nll(g["nll"] / g["n"])
-        return ppl
-
-    def best(self, method: str) -> dict:
-        """``{"lr", "decay", "ppl"}`` of the lowest tuning perplexity of ``method``."""
-        ppl = self.grid(method)
-        i, j = divmod(int(torch.argmin(ppl)), ppl.shape[1])
-        return dict(lr=self.plan["lrs"][method][i], decay=self.plan["decays"][method][j], ppl=float(ppl[i, j]))
-
-    def winner(self) -> str:
-        """The rule with the lower best tuning perplexity (chosen on validation text only)."""
-        return min(METHODS, key=lambda m: self.best(m)["ppl"])
-
-    def split_pass(self, method: str, split: str) -> dict:
-        """``method`` at its best setting over ``split``: ``log_p`` (N,), ``seconds``, and the cache on top:
-        ``cache_nll`` (thetas, lams, slices), summed over each of ``slices`` equal slices, ``slice_n`` (slices,)."""
-        tokens = getattr(self.corpus, split)
-        n = self.plan["split_tokens"]
-        tokens = tokens if n is None else tokens[:n]
-
-        def compute():
-            b = self.best(method)
-            start = time.perf_counter()
-            inputs = collect(self.rule(method, b["lr"], b["decay"]), tokens, progress=self.progress)
-            seconds = time.perf_counter() - start
-            edges = torch.linspace(0, len(tokens), self.plan["slices"] + 1).round().long().tolist()
-            thetas, lams = self.plan["cache_thetas"], self.plan["cache_lams"]
-            nll = torch.empty(len(thetas), len(lams), len(edges) - 1, dtype=torch.float64)
-            for i, theta in enumerate(thetas):
-                for j, lam in enumerate(lams):
-                    lp = cache_scores(inputs, theta, self.plan["cache_window"], lam=lam, progress=False)
-                    nll[i, j] = torch.stack([-lp[a:b].sum() for a, b in zip(edges[:-1], edges[1:])])
-            return dict(log_p=inputs.log_p.float().cpu(), seconds=seconds, cache_nll=nll,
-                        slice_n=torch.tensor([b - a for a, b in zip(edges[:-1], edges[1:])]), lr=b["lr"],
-                        decay=b["decay"])
-        return self._stored(split_settings(self.scale, method, split), compute)
-
-    def segment_pass(self, n: int) -> dict:
-        """The winner at segment length ``n`` (lr and decay scaled by ``n / bptt``): ``nll``, ``n_tokens``, ``seconds``."""
-        def compute():
-            m = self.winner()
-            b, f = self.best(m), n / self.plan["bptt"]
-            tokens = self.corpus.valid[:self.plan["segment_tokens"]]
-            start = time.perf_counter()
-            log_p = self.rule(m, b["lr"] * f, min(b["decay"] * f, 0.5), bptt=n).score(tokens)
-            return dict(nll=float(-log_p.sum()), n_tokens=len(tokens), seconds=time.perf_counter() - start)
-        return self._stored(segment_settings(self.scale, n), compute)
-
-    def reset_pass(self) -> dict:
-        """The winner scoring the whole documents of the test text's start one by one (weights reset):
-        ``log_p`` over ``[first, last)``, the positions from the first ``<doc>`` to the last."""
-        def compute():
-            m = self.winner()
-            b = self.best(m)
-            part = self.corpus.test[:self.plan["reset_tokens"]]
-            starts = (part == self.model.vocab.stoi["<doc>"]).nonzero().flatten().tolist()
-            if len(starts) < 2:
-                raise ValueError("The reset pass needs two <doc> lines in its tokens: raise reset_tokens.")
-            dyn = self.rule(m, b["lr"], b["decay"])
-            log_p = torch.cat([dyn.score(part[a:c]) for a, c in zip(starts, starts[1:])])
-            return dict(log_p=log_p.float(), first=starts[0], last=starts[-1])
-        return self._stored(reset_settings(self.scale), compute)
+def stored_passes(seed: int, scale: Optional[str] = None, progress: Optional[bool] = None, dataset=None,
+                  recompute: Optional[bool] = None) -> tuple:
+    """``(numbers, run, corpus)`` for ``seed``: the passes loaded (or computed and stored), the course model's run
+    and its corpus; ``numbers["summary"]`` is the decoded ``json``."""
+    scale = scale or config.SCALE
+    run, corpus = course_model(RUNG, seed, scale)
+    model = run.model.to(device()).eval()
+    found = compute_or_load(NAME, pass_settings(seed, scale), lambda: passes(model, corpus, grids(scale), progress),
+                            corpus.vocab, scale=scale, dataset=config.DATASET if dataset is None else dataset,
+                            recompute=recompute)
+    return dict(found, summary=json.loads(found["json"])), run, corpus

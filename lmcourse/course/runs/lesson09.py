@@ -9,7 +9,7 @@ validation text and scored on its test text, and stored as numbers (``09-wrapper
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -17,15 +17,16 @@ from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_gr
 from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...corpora.grammar import Params
 from ...lm import perplexity_from_nll
-from .course_model import (AWD_PTB_DROPOUTS, AWD_TRAINING, RUNG_ONLY, SEEDS, TRAINED, VARIANT, averaging_epoch,
-                           course_model, fit_on_one_thread, ladder_corpus, ladder_params, model_config,
-                           rung_configs, rung_settings, shared_settings, train_config, train_rung)
+from .lesson08 import RULE, rule as dyneval_rule
+from .course_model import (AWD_PTB_DROPOUTS, AWD_TRAINING, CACHE_GRID, RUNG_ONLY, SEEDS, TRAINED, VARIANT,
+                           averaging_epoch, course_model, fit_on_one_thread, ladder_corpus, ladder_params,
+                           model_config, rung_configs, rung_settings, shared_settings, train_config, train_rung)
 
 __all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
-           "rung_settings", "wrapper_settings", "fit_on_one_thread", "train_rung", "wrappers", "run_ladder"]
-RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation", "all together")
-CACHE_GRID = dict(thetas=[0.3, 1.0, 3.0, 10.0, 30.0, 100.0], lams=[0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=1000)
-DYN_GRID = dict(lrs=[1e-5, 3e-5, 1e-4, 3e-4], decays=[0.0, 1e-3, 1e-2], eps=2e-5, bptt=5, tune_tokens=4_000)
+           "rung_settings", "wrapper_settings", "fit_on_one_thread", "train_rung", "wrappers", "dyneval_rule", "interior",
+           "best_cache", "cached", "run_ladder", "CACHE_GRID", "DYN_GRID"]
+RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation")  # each rung stands on the one before
+DYN_GRID = RULE  # lesson 08's update rule and grid (the course's one), so that this ladder adapts as 08 does
 
 
 def wrapper_settings(seed: int, shared: dict) -> dict:
@@ -54,44 +55,52 @@ def _ppl(logp: torch.Tensor) -> float:
 
 
 def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional[dict] = None) -> dict:
-    """The three test-time rungs over ``model``, tuned on validation text: their perplexities, their
-    settings, and the log-probability of every test token under each (and under ``model`` alone).
-    ``dyn_grid``: dynamic evaluation's grid, :data:`DYN_GRID` by default."""
+    r"""The test-time rungs over ``model``, nested and tuned on validation text, each on its own knobs only:
+
+    1. **+ cache**: :math:`\theta` and :math:`\lambda` over :data:`CACHE_GRID`, on the static model;
+    2. **+ dynamic evaluation**, standing on rung 1: the cache keeps rung 1's setting and sits on the adapting
+       model; dynamic evaluation's rate and decay are tuned over ``dyn_grid`` (lesson 08's rule: its ``method``,
+       ``lrs``, ``decays``) on the first ``tune_tokens`` validation tokens (all of them when None).
+
+    Returns their perplexities (``ppl``), settings (``notes``, with each chosen value's index in its grid), and
+    the log-probability of every test token (``log_p``) under the model, each rung, and dynamic evaluation
+    without the cache ("dynamic evaluation alone", read from the same adapting pass: not a rung, a measurement).
+    ``dyn_grid``: :data:`DYN_GRID` by default."""
+    d = DYN_GRID if dyn_grid is None else dyn_grid
     static = {split: collect(model, getattr(corpus, split), progress=progress) for split in ("valid", "test")}
     best = best_cache(static["valid"], progress)
     scored = {s: cached(static[s], best) for s in static}
-    log_p = {"MoS": static["test"].log_p.float(), "+ cache": scored["test"].float()}
     out = {"+ cache": {s: _ppl(scored[s]) for s in scored}}
-    notes = {"+ cache": best}
-    d = DYN_GRID if dyn_grid is None else dyn_grid
-    stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"])
+    notes = {"+ cache": dict(best, at=[CACHE_GRID["thetas"].index(best["theta"]),
+                                       CACHE_GRID["lams"].index(best["lam"])])}
+    log_p = {"MoS": static["test"].log_p.float(), "+ cache": scored["test"].float()}
+    stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"]) if d["method"] == "rms" else None
     tune = corpus.valid[:d["tune_tokens"]]
-    alone, joint = {}, {}  # (lr, decay) -> validation perplexity: dynamic evaluation alone; with its best cache
+    tuned = {}  # (lr, decay) -> validation perplexity of the cache (rung 1's setting) over dynamic evaluation
     for lr in d["lrs"]:
         for decay in d["decays"]:
-            rule = DynamicEval(model, "rms", lr=lr, decay=decay, eps=d["eps"], bptt=d["bptt"], stats=stats)
-            seen = collect(rule, tune, progress=progress)
-            alone[lr, decay] = seen.ppl()
-            joint[lr, decay] = best_cache(seen, progress)
-    lr, decay = min(alone, key=lambda k: _finite(alone[k]))
-    out["+ dynamic evaluation"], adapted = _adapted(model, corpus, lr, decay, stats, progress, d)
-    adapted_alone = adapted
-    notes["+ dynamic evaluation"] = dict(lr=lr, decay=decay, bptt=d["bptt"])
-    lr2, decay2 = min(joint, key=lambda k: _finite(joint[k]["ppl"]))  # all together is tuned as a whole
-    if (lr2, decay2) != (lr, decay):
-        _, adapted = _adapted(model, corpus, lr2, decay2, stats, progress, d)
-    log_p["+ dynamic evaluation"] = adapted_alone["test"].log_p.float()
-    scored = {s: cached(adapted[s], joint[lr2, decay2]) for s in adapted}
-    out["all together"] = {s: _ppl(scored[s]) for s in scored}
-    log_p["all together"] = scored["test"].float()
-    notes["all together"] = dict(lr=lr2, decay=decay2, bptt=d["bptt"], cache=joint[lr2, decay2])
-    return {"ppl": out, "notes": notes, "log_p": log_p}  # log_p: per test token, for each test-time rung
+            seen = collect(dyneval_rule(model, d, lr, decay, stats), tune, progress=progress)
+            tuned[lr, decay] = _finite(_ppl(cached(seen, best)))
+    lr, decay = min(tuned, key=tuned.get)
+    adapting = dyneval_rule(model, d, lr, decay, stats)
+    adapted = {s: collect(adapting, getattr(corpus, s), progress=progress) for s in ("valid", "test")}
+    both = {s: cached(adapted[s], best) for s in adapted}
+    out["+ dynamic evaluation"] = {s: _ppl(both[s]) for s in both}
+    out["dynamic evaluation alone"] = {s: adapted[s].ppl() for s in adapted}
+    notes["+ dynamic evaluation"] = dict(rule=d["method"], lr=lr, decay=decay, bptt=d["bptt"], cache=best,
+                                         at=[d["lrs"].index(lr), d["decays"].index(decay)], tuned_valid=tuned[lr, decay])
+    log_p["+ dynamic evaluation"] = both["test"].float()
+    log_p["dynamic evaluation alone"] = adapted["test"].log_p.float()
+    return {"ppl": out, "notes": notes, "log_p": log_p}
 
 
-def _adapted(model, corpus, lr, decay, stats, progress, d):
-    rule = DynamicEval(model, "rms", lr=lr, decay=decay, eps=d["eps"], bptt=d["bptt"], stats=stats)
-    adapted = {split: collect(rule, getattr(corpus, split), progress=progress) for split in ("valid", "test")}
-    return {s: adapted[s].ppl() for s in adapted}, adapted
+def interior(at: Sequence[int], grid: Sequence[Sequence], ends: Optional[Sequence] = None) -> bool:
+    """Whether each chosen index ``at`` lies strictly inside its grid. A grid of one value is fixed, not tuned; a
+    choice at a grid's first value counts as inside when that value is the parameter's natural end (``ends``, one
+    per grid or None: a decay of 0 pulls nothing back, and no smaller decay exists to try)."""
+    ends = ends or [None] * len(grid)
+    return all(len(g) == 1 or 0 < i < len(g) - 1 or (i == 0 and end is not None and g[0] == end)
+               for i, g, end in zip(at, grid, ends))
 
 
 def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, progress: Optional[bool] = False,
@@ -118,7 +127,7 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
         if rung == "AWD recipe":
             switch = averaging_epoch(history)
     wrapped = wrappers(model, corpus, progress=progress) if wrap else {"ppl": {}, "notes": {}}
-    ladder.update(wrapped["ppl"])
+    ladder.update({r: v for r, v in wrapped["ppl"].items() if r in RUNGS})  # the rungs (not the measurements)
     return {"ladder": ladder, "notes": wrapped["notes"], "switch": switch, "floor": floor}
 
 

@@ -1,14 +1,15 @@
-"""The shared word LSTM: declared once here, and trained by :func:`train` alone.
+"""The word LSTM of pytorch/examples' recipe: declared once here, and trained by :func:`train` alone.
 
-Lesson 02b trains it; lessons 07, 08 and 09 load it; the command line and ``make runs`` reach it
-through the same :func:`train`. The recipe is pytorch/examples 2017's (SGD at rate 20, divided by 4
-when validation stalls, gradients clipped at 0.25, 20 columns, windows of 35), and at ``gpu`` its
-medium tied model (pytorch/examples 2017, README). After each epoch it is scored on the whole
-validation split.
+The recipe is pytorch/examples 2017's (SGD at rate 20, divided by 4 when validation stalls, gradients
+clipped at 0.25, 20 columns, windows of 35), and at ``gpu`` its medium tied model (pytorch/examples 2017,
+README). After each epoch it is scored on the whole validation split.
 
-``word-lstm`` (``word-lstm-gpu`` at ``gpu``) keeps the name it had before lessons named their runs:
-lessons 07-09 load it by this name and these settings, and lesson 08's stored passes carry both in
-their keys. Its entry in ``reference_runs/`` says lesson 02b (:data:`LESSON`).
+Lesson 02b's word model is now the course model (:mod:`.course_model`), so no lesson declares this run
+and none of it is committed in ``reference_runs/``: :func:`train` stores it in the user's cache only
+(``reference_run=False``), trained the first time it is asked for. The command line
+(``python -m lmcourse word-lstm``) reaches it through :func:`train`, and so does lesson 08 until it moves to
+the course model; lesson 08's stored passes carry its name and settings in their keys.
+``word-lstm`` (``word-lstm-gpu`` at ``gpu``) keeps the name it had before lessons named their runs.
 """
 from __future__ import annotations
 
@@ -22,11 +23,8 @@ from ...training.callbacks import Callback, KeepCurve, LivePlot
 from ...training.settings import configs
 from ...training.trainer import Trainer, TrainConfig
 
-LESSON = "02b"  # the lesson that trains it
-
-
 def word_lstm(scale: Optional[str] = None) -> tuple[str, dict]:
-    """``(name, settings)`` of the shared word LSTM at ``scale`` (default: the current one)."""
+    """``(name, settings)`` of the word LSTM at ``scale`` (default: the current one)."""
     small = dict(emb_size=200, hidden_size=200, num_layers=1, tie=True, dropout=0.0, epochs=1, lr=20.0, batch_size=20,
                  bptt=35, clip=0.25, seed=1111)
     medium = dict(small, emb_size=650, hidden_size=650, num_layers=2, dropout=0.5, epochs=40)
@@ -41,7 +39,7 @@ def model_config(settings: dict, vocab_size: int) -> LMConfig:
 
 
 def fresh(settings: dict, vocab) -> RNNLM:
-    """The shared word LSTM as its seed initialises it, before any training."""
+    """The word LSTM as its seed initialises it, before any training."""
     seed_everything(settings["seed"])
     model = RNNLM(model_config(settings, len(vocab)))
     model.vocab = vocab
@@ -55,7 +53,8 @@ def train_config(settings: dict, **shown) -> TrainConfig:
 
 def train(corpus, scale: Optional[str] = None, dataset=None, plot: Optional[LivePlot] = None,
           callbacks: Sequence[Callback] = (), retrain: Optional[bool] = None, **shown) -> CachedRun:
-    """The shared word LSTM of ``scale`` on ``corpus``: loaded when stored, else trained and stored.
+    """The word LSTM of ``scale`` on ``corpus``: loaded from the user's cache when stored, else trained and stored
+    there (never in ``reference_runs/``).
 
     ``plot`` (a :class:`LivePlot`) draws the training live and keeps its within-epoch points in the history
     (``row["curve"]``); ``dataset`` is the corpus's name in the run's key (default: the current dataset)."""
@@ -70,13 +69,7 @@ def train(corpus, scale: Optional[str] = None, dataset=None, plot: Optional[Live
         return model, Trainer(model, tokens, corpus.valid, train_config(settings, **shown), callbacks=hooks).fit()
 
     run = train_or_load(name, settings, fit, corpus.vocab, scale=scale, dataset=dataset, retrain=retrain,
-                        lesson=LESSON)
+                        reference_run=False)
     run.model.vocab = corpus.vocab
     return run
 
-
-def _word_runs(name: str):
-    return lambda scale: [word_lstm(scale)[1]] if word_lstm(scale)[0] == name else []
-
-
-RUNS = {"word-lstm": _word_runs("word-lstm"), "word-lstm-gpu": _word_runs("word-lstm-gpu")}
