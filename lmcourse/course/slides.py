@@ -103,7 +103,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("578694f1", SLIDE), ("2ec45947", FRAGMENT),                       # the rates, tuned (figure)
            ("32878f15", SLIDE), ("0ddf8d95", ON),                             # static against dynamic
            ("51e948dc", SLIDE), ("d2c3f745", ON),                             # where in a document
-           ("098f1f56", SLIDE), ("5611ee92", ON),                             # with the cache on top
+           ("4ba95568", SLIDE), ("f17146d2", ON),                             # reset at every document
            ("e1f5e069", SLIDE), ("16dc4f23", ON),                             # the cost
            ("c7ae9622", SLIDE)),                                              # what to take away
     "09": (("8b6c15ea", SLIDE),                                               # the claim: the ladder
