@@ -23,7 +23,7 @@ def test_the_declarations_are_built_from_the_course_model(scale):
     dropout = registry.settings("03-dropout", scale)
     assert dropout == [lesson03.variant_settings(v, seed, shared) for seed in course_model.SEEDS
                        for v in lesson03.VARIANTS]
-    assert len(dropout) == 6 * len(course_model.SEEDS)
+    assert len(dropout) == 8 * len(course_model.SEEDS)
     for s in dropout:  # each variant is its rung's settings with a change to the model dict only
         rung = course_model.rung_settings(s["rung"], s["seed"], shared)
         assert {k: v for k, v in s.items() if k not in ("model", "variant")} == {k: v for k, v in rung.items() if k != "model"}

@@ -8,7 +8,8 @@ removal from the full model, moved test perplexity by less than the seeds' sprea
 recurrent matrix :math:`W_{hh}` holds about a third of the parameters (the AWD-LSTM's: about half). Measured
 at ``cpu`` (three seeds, test perplexity of the best epoch): the full model beats no dropout beyond the seeds'
 spread, but none of the single comparisons of the recurrent connection does (locked against per-step masks,
-weight drop against none, the full model against its ablation); the lesson says so with the numbers.
+alone or inside the full model; weight drop against none; the full model against its ablation); the lesson
+says so with the numbers.
 
 Every variant is a rung's settings (:func:`.course_model.rung_settings`, rungs "LSTM" and "+ dropouts") with a
 change to its ``model`` dict (:func:`variant_changes`), trained by :func:`.course_model.train_rung` under the name
@@ -20,7 +21,10 @@ change to its ``model`` dict (:func:`variant_changes`), trained by :func:`.cours
   step, or one locked mask per sequence (Gal & Ghahramani 2016), in the from-the-equations cell (cuDNN
   cannot drop :math:`h_{t-1}`);
 - weight drop alone (DropConnect on :math:`W_{hh}`, Merity et al. 2018);
-- the full model without weight drop (the ablation of Merity et al. 2018, Table 4).
+- the full model without weight drop (the ablation of Merity et al. 2018, Table 4);
+- the full model with its weight drop replaced by dropout on :math:`h_{t-1}` at the same rate, a fresh mask per
+  step or a locked one (Gal & Ghahramani's own setting: the recurrent mask beside locked masks on the inputs and
+  outputs).
 
 The three single regularisers of the recurrent connection drop at one rate, the AWD-LSTM's weight-drop rate
 (:func:`p_recurrent`: 0.5; the full model's weight drop is the course model's, that rate times
@@ -45,9 +49,10 @@ LESSON = "03"
 NAME = "03-dropout"
 WIDTH = 3  # hidden units per word-vector number: the lesson's one change to the course model's regime
 BRANCHES = ("h(t-1) dropout, fresh mask per step", "h(t-1) dropout, locked mask", "weight drop alone",
-            "full model − weight drop")
+            "full model − weight drop", "full model, fresh h(t-1) mask for weight drop",
+            "full model, locked h(t-1) mask for weight drop")
 RUNGS = {"no dropout": "LSTM", "full model": "+ dropouts"}  # the variants that are the course model's rungs, unchanged
-VARIANTS = ("no dropout",) + BRANCHES[:3] + ("full model", BRANCHES[3])  # the lesson's order
+VARIANTS = ("no dropout",) + BRANCHES[:3] + ("full model",) + BRANCHES[3:]  # the lesson's order
 
 
 def lesson_shared(scale: str) -> dict:
@@ -66,6 +71,7 @@ def p_recurrent(shared: dict) -> float:
 def variant_changes(variant: str, shared: dict) -> tuple[str, dict]:
     """``(rung, changes)``: the course model's rung a variant starts from and what it changes in its ``model``."""
     p = p_recurrent(shared)
+    full = rung_settings("+ dropouts", 0, shared)["model"]["wdrop"]  # the full model's rate on the recurrent connection
     table = {
         "no dropout": ("LSTM", {}),
         BRANCHES[0]: ("LSTM", dict(cell="equations", dropoutr=p, recurrent_kind="step")),
@@ -73,6 +79,8 @@ def variant_changes(variant: str, shared: dict) -> tuple[str, dict]:
         BRANCHES[2]: ("LSTM", dict(wdrop=p)),
         "full model": ("+ dropouts", {}),
         BRANCHES[3]: ("+ dropouts", dict(wdrop=0.0)),
+        BRANCHES[4]: ("+ dropouts", dict(wdrop=0.0, cell="equations", dropoutr=full, recurrent_kind="step")),
+        BRANCHES[5]: ("+ dropouts", dict(wdrop=0.0, cell="equations", dropoutr=full, recurrent_kind="locked")),
     }
     if variant not in table:
         raise ValueError(f"{variant!r} is not a variant of lesson 03: pick one of {', '.join(VARIANTS)}.")
