@@ -13,20 +13,32 @@ AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (
 
 
 @pytest.mark.parametrize("scale", config.SCALES)
-def test_the_declarations_are_built_from_the_lessons_knobs(scale):
-    k3 = lesson03.knobs(scale)
-    dropout = lesson03.dropout_runs(k3)
-    assert registry.settings("03-dropout", scale) == list(dropout.values())
-    assert len(dropout) == 6 * len(k3["SEEDS"])
-    assert all(s["eval_tokens"] == (k3["EVAL_TOKENS"] if name == k3["TABLE_VARIANT"] else None)
-               for (name, _), s in dropout.items())
+def test_the_declarations_are_built_from_the_course_model(scale):
+    from lmcourse.course.runs import course_model
+
+    shared = lesson03.lesson_shared(scale)
+    course = course_model.shared_settings(scale)
+    assert {k for k in shared if shared[k] != course[k]} == {"hidden_size"}  # the lesson's one change of regime
+    assert shared["hidden_size"] == lesson03.WIDTH * course["emb_size"]
+    dropout = registry.settings("03-dropout", scale)
+    assert dropout == [lesson03.variant_settings(v, seed, shared) for seed in course_model.SEEDS
+                       for v in lesson03.VARIANTS]
+    assert len(dropout) == 8 * len(course_model.SEEDS)
+    for s in dropout:  # each variant is its rung's settings with a change to the model dict only
+        rung = course_model.rung_settings(s["rung"], s["seed"], shared)
+        assert {k: v for k, v in s.items() if k not in ("model", "variant")} == {k: v for k, v in rung.items() if k != "model"}
+        assert (s["model"] == rung["model"]) == (s["variant"] in lesson03.RUNGS)
 
 
-def test_a_changed_knob_gives_other_settings():
-    k = lesson03.knobs("cpu")
-    before = lesson03.dropout_runs(k)
-    after = lesson03.dropout_runs(dict(k, EPOCHS=k["EPOCHS"] + 1))
-    assert before.keys() == after.keys() and all(before[key] != after[key] for key in before)
+def test_a_changed_course_model_gives_other_settings():
+    from lmcourse.course.runs import course_model
+
+    shared = lesson03.lesson_shared("cpu")
+    before = lesson03.variant_settings(lesson03.BRANCHES[1], 0, shared)
+    after = lesson03.variant_settings(lesson03.BRANCHES[1], 0, dict(shared, epochs=41))
+    assert before != after and before["model"]["recurrent_kind"] == "locked" and before["model"]["cell"] == "equations"
+    with pytest.raises(ValueError, match="not a variant"):
+        lesson03.variant_changes("standard", shared)
 
 
 @pytest.mark.parametrize("scale", ["ci", "cpu", "gpu"])

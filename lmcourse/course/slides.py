@@ -63,8 +63,10 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
             ("c038", SLIDE)),                                                 # what to take away
     "03": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # standard against locked masks
            ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # embedding dropout (figure)
-           ("c018", SLIDE), ("83e6867b", SLIDE), ("bcd15267", ON),            # six regimes; the end of training
-           ("d06a776c", SLIDE), ("473429c6", ON), ("f2b5e451", FRAGMENT),     # the curves, the gap closing
+           ("r03-rec-md", SLIDE), ("r03-rec-md3", SLIDE), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
+           ("c018", SLIDE), ("d06a776c", SLIDE), ("473429c6", ON),            # six variants; the curves
+           ("f2b5e451", FRAGMENT), ("bcd15267", ON),                          # test perplexity over the seeds
+           ("fc16cd75", SLIDE), ("21d8a424", ON),                             # the three claims, beyond the spread
            ("e8a10b93", SLIDE), ("ca7e9f15", ON),                             # beside the literature
            ("3e7cfcdb", SLIDE)),                                              # what to take away
     "04": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # one Parameter, two uses

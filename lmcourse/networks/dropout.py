@@ -12,6 +12,8 @@ variant                     mask shape (per forward call)   what a zero removes
 :func:`embedding_dropout`   ``(V, 1)``                      one word *type*, at all occurrences
 :class:`LockedDropout`      ``(1, B, H)``                   one unit of one sequence, all steps
 :class:`WeightDrop`         ``(4H, H)`` on ``W_hh``         one recurrent connection, all steps
+:func:`recurrent_mask`      ``(B, H)`` or ``(T, B, H)``     one unit of :math:`h_{t-1}`, locked or
+                            on :math:`h_{t-1}`              at one step (inside the LSTM's loop)
 ==========================  ==============================  =====================================
 
 All are the identity in evaluation mode and when ``p == 0``. The activation penalties AR and TAR
@@ -30,9 +32,11 @@ from torch.func import functional_call
 from .regularize import activation_regularization, temporal_activation_regularization
 
 __all__ = [
-    "embedding_dropout", "LockedDropout", "StandardDropout", "WeightDrop",
-    "activation_regularization", "temporal_activation_regularization", "check_probability",
+    "embedding_dropout", "LockedDropout", "StandardDropout", "WeightDrop", "recurrent_mask", "RECURRENT_KINDS",
+    "activation_regularization", "temporal_activation_regularization", "check_probability", "check_recurrent_kind",
 ]
+
+RECURRENT_KINDS = ("locked", "step")  # one mask on h_(t-1) per sequence, or a fresh one per step
 
 
 def check_probability(p) -> float:
@@ -55,6 +59,27 @@ def _bernoulli_mask(like: torch.Tensor, shape, p: float) -> torch.Tensor:
     """
     u = torch.rand(shape, dtype=torch.float32, device=like.device)
     return (u >= p).to(like.dtype).div_(1.0 - p)
+
+
+def check_recurrent_kind(kind) -> str:
+    """Return ``kind`` when it names a mask on the recurrent connection, or say in one sentence why not."""
+    if kind not in RECURRENT_KINDS:
+        raise ValueError(f"recurrent_kind={kind!r} is unknown: use 'locked' (one mask on h_(t-1) per sequence) "
+                         "or 'step' (a fresh mask at every step).")
+    return kind
+
+
+def recurrent_mask(like: torch.Tensor, T: int, B: int, H: int, p: float, kind: str = "locked") -> torch.Tensor:
+    r"""The dropout mask on the recurrent connection :math:`h_{t-1}` of an LSTM layer,
+    :math:`z_t = W_{ih} x_t + b + W_{hh} (m_t \odot h_{t-1})`, entries :math:`\{0, 1/(1-p)\}`:
+
+    - ``"locked"``: one mask per sequence, :math:`m_t = m` for every t, shape (B, H) (Gal & Ghahramani 2016);
+    - ``"step"``: a fresh mask at every step, shape (T, B, H).
+
+    Drawn on ``like``'s device and dtype; the LSTM of :mod:`lmcourse.networks.lstm` applies it in its loop."""
+    p = check_probability(p)
+    shape = (B, H) if check_recurrent_kind(kind) == "locked" else (T, B, H)
+    return _bernoulli_mask(like, shape, p)  # (B, H) or (T, B, H)
 
 
 def embedding_dropout(embedding: nn.Embedding, words: torch.Tensor, p: float,

@@ -33,6 +33,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from .dropout import check_probability, check_recurrent_kind, recurrent_mask
+
 # ----------------------------------------------------------------------------- the equations
 
 def lstm_gates(x_t, h_prev, w_ih, w_hh, b_ih=None, b_hh=None):
@@ -65,23 +67,26 @@ class LSTMLayerBPTT(torch.autograd.Function):
     r"""One LSTM layer over a whole sequence, with backpropagation through time written out.
 
     Forward, given the precomputed input part :math:`u_t = W_{ih} x_t + b_{ih} + b_{hh}` (T, B, 4H):
-    :math:`z_t = u_t + W_{hh} h_{t-1}`, then the gates and states of the module docstring.
+    :math:`z_t = u_t + W_{hh} (m_t \odot h_{t-1})`, then the gates and states of the module docstring. The
+    optional mask :math:`m` on the recurrent connection (dropout on :math:`h_{t-1}`, already scaled by
+    :math:`1/(1-p)`) is either one mask per sequence, (B, H), the same :math:`m` at every step (locked or
+    variational, Gal & Ghahramani 2016), or a fresh mask at every step, (T, B, H); None is :math:`m_t = 1`.
 
     Backward, with :math:`\delta h_t = \partial L/\partial h_t` and :math:`\delta c_t = \partial L/\partial c_t`
     (all paths), :math:`\bar{y}_t` the gradient arriving at output t, and :math:`a` a gate's activation:
 
     .. math::
 
-        \delta h_t &= \bar{y}_t + W_{hh}^\top \delta z_{t+1}, \qquad
+        \delta h_t &= \bar{y}_t + m_{t+1} \odot W_{hh}^\top \delta z_{t+1}, \qquad
         \delta c_t = \delta c_{t+1} \odot f_{t+1} + \delta h_t \odot o_t \odot (1 - \tanh^2 c_t)\\
         \delta z_t &= \big[\delta c_t \odot g_t \odot \sigma'_i,\;
                         \delta c_t \odot c_{t-1} \odot \sigma'_f,\;
                         \delta c_t \odot i_t \odot (1 - g_t^2),\;
                         \delta h_t \odot \tanh(c_t) \odot \sigma'_o\big],
                    \quad \sigma' = a (1 - a)\\
-        \partial L/\partial W_{hh} &= \textstyle\sum_t \delta z_t\, h_{t-1}^\top, \qquad
+        \partial L/\partial W_{hh} &= \textstyle\sum_t \delta z_t\, (m_t \odot h_{t-1})^\top, \qquad
         \partial L/\partial u_t = \delta z_t, \qquad
-        \partial L/\partial h_0 = W_{hh}^\top \delta z_1, \qquad
+        \partial L/\partial h_0 = m_1 \odot W_{hh}^\top \delta z_1, \qquad
         \partial L/\partial c_0 = \delta c_1 \odot f_1
 
     Every factor that does not depend on the carried gradients is computed for all steps at once
@@ -89,8 +94,9 @@ class LSTMLayerBPTT(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, u, h0, c0, w_hh):  # u: (T, B, 4H); h0, c0: (B, H); w_hh: (4H, H)
+    def forward(ctx, u, h0, c0, w_hh, m=None):  # u: (T, B, 4H); h0, c0: (B, H); w_hh: (4H, H); m: (B, H) | (T, B, H)
         T, B, H = u.shape[0], u.shape[1], h0.shape[-1]
+        m_s = _mask_steps(m, T)            # m_1 ... m_T, each (B, H), or None
         a = u.new_empty(T, B, 4, H)        # gate activations i, f, g, o
         out = u.new_empty(T, B, H)         # h_1 ... h_T
         c = u.new_empty(T + 1, B, H)       # c_0 ... c_T
@@ -102,20 +108,22 @@ class LSTMLayerBPTT(torch.autograd.Function):
         w_t = w_hh.t().contiguous()        # (H, 4H); a contiguous operand keeps addmm on its fast path
         h_prev = h0
         for t in range(T):
-            z = torch.addmm(u_s[t], h_prev, w_t)                 # (B, 4H)
+            h_in = h_prev if m_s is None else h_prev * m_s[t]    # (B, H): m_t ⊙ h_{t-1}
+            z = torch.addmm(u_s[t], h_in, w_t)                   # (B, 4H)
             torch.sigmoid(z, out=a_s[t])
             torch.tanh(z[:, 2 * H:3 * H], out=g_s[t])            # g replaces its sigmoid
             torch.mul(f_s[t], c_s[t], out=c_s[t + 1]).addcmul_(i_s[t], g_s[t])
             torch.tanh(c_s[t + 1], out=tc_s[t])
             h_prev = torch.mul(o_s[t], tc_s[t], out=out_s[t])
-        ctx.save_for_backward(a, c, tanh_c, out, h0, w_hh)
+        ctx.save_for_backward(a, c, tanh_c, out, h0, w_hh, m)
         return out, out[T - 1].clone(), c[T].clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_out, d_hn, d_cn):  # (T, B, H), (B, H), (B, H)
-        a, c, tanh_c, out, h0, w_hh = ctx.saved_tensors
+        a, c, tanh_c, out, h0, w_hh, m = ctx.saved_tensors
         T, B, _, H = a.shape
+        m_s = _mask_steps(m, T)                                              # m_1 ... m_T, each (B, H), or None
         i, f, g, o = a.unbind(2)                                             # each (T, B, H)
         sig_prime = torch.addcmul(a, a, a, value=-1)                         # a (1 - a), (T, B, 4, H)
         p_ifg = torch.stack([g * sig_prime[:, :, 0], c[:-1] * sig_prime[:, :, 1],
@@ -130,21 +138,43 @@ class LSTMLayerBPTT(torch.autograd.Function):
             dc = torch.addcmul(dc_next, dh, r_s[t])                          # (B, H)
             torch.mul(dc.unsqueeze(1), p_s[t], out=dz_ifg_s[t])              # (B, 3, H)
             torch.mul(dh, q_s[t], out=dz_o_s[t])                             # (B, H)
-            dh = torch.addmm(d_out_s[t - 1], dz_s[t], w_hh) if t else dz_s[0].mm(w_hh)  # (B, H)
+            if m_s is None:
+                dh = torch.addmm(d_out_s[t - 1], dz_s[t], w_hh) if t else dz_s[0].mm(w_hh)  # (B, H)
+            else:                                                            # m_t ⊙ W_hh^T δz_t (+ ȳ_{t-1})
+                dh = torch.addcmul(d_out_s[t - 1], dz_s[t].mm(w_hh), m_s[t]) if t else dz_s[0].mm(w_hh) * m_s[0]
             dc_next = dc * f_s[t]                                            # (B, H)
         dz = dz.view(T, B, 4 * H)
         d_w_hh = None
         if ctx.needs_input_grad[3]:
             h_prev = torch.cat([h0.unsqueeze(0), out[:-1]])                  # (T, B, H)
+            if m is not None:
+                h_prev = h_prev * m                                          # m_t ⊙ h_{t-1}, (T, B, H)
             d_w_hh = dz.reshape(T * B, 4 * H).t().mm(h_prev.reshape(T * B, H))  # (4H, H)
-        return dz, dh, dc_next, d_w_hh
+        return dz, dh, dc_next, d_w_hh, None
 
 
-def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None):
-    """One LSTM layer over ``x`` (T, B, I): returns ``(output (T, B, H), (h_T, c_T))``."""
+def _mask_steps(m, T: int):
+    """The mask on :math:`h_{t-1}` as a list of T (B, H) tensors: a locked mask (B, H) repeated, a per-step
+    mask (T, B, H) unbound; None stays None."""
+    if m is None:
+        return None
+    return [m] * T if m.dim() == 2 else list(m.unbind(0))
+
+
+def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None, m=None):
+    r"""One LSTM layer over ``x`` (T, B, I): returns ``(output (T, B, H), (h_T, c_T))``.
+
+    ``m``: an optional mask on the recurrent connection, :math:`z_t = u_t + W_{hh} (m_t \odot h_{t-1})`: (B, H)
+    for one mask per sequence, (T, B, H) for a fresh one per step (see :class:`LSTMLayerBPTT`)."""
     b = b_ih + b_hh if b_ih is not None else None
     u = F.linear(x, w_ih, b)                                         # (T, B, 4H), all steps at once
-    out, h_n, c_n = LSTMLayerBPTT.apply(u, h0, c0, w_hh)
+    if m is not None:
+        _check_float(m, "recurrent mask", w_hh)
+        T, B, H = u.shape[0], u.shape[1], h0.shape[-1]
+        if tuple(m.shape) not in ((B, H), (T, B, H)):
+            raise ValueError(f"The mask on h_(t-1) must have shape ({B}, {H}) (one per sequence) or ({T}, {B}, {H}) "
+                             f"(one per step), got {tuple(m.shape)}.")
+    out, h_n, c_n = LSTMLayerBPTT.apply(u, h0, c0, w_hh, m)
     return out, (h_n, c_n)
 
 
@@ -281,17 +311,36 @@ class _Recurrent(nn.Module):
 
 
 class LSTM(_Recurrent):
-    """A stacked LSTM with ``torch.nn.LSTM``'s constructor, parameters and forward signature.
+    r"""A stacked LSTM with ``torch.nn.LSTM``'s constructor, parameters and forward signature.
 
     ``forward(input (T, B, I), hx=None | (h_0, c_0) each (L, B, H)) -> (output (T, B, H), (h_n, c_n))``;
     ``batch_first=True`` reads and returns (B, T, .). ``dropout`` acts on every layer's output but
     the last, in training mode only.
+
+    ``dropoutr`` (keyword only) drops units of the recurrent connection, which cuDNN's LSTM cannot do:
+    :math:`z_t = W_{ih} x_t + b + W_{hh} (m_t \odot h_{t-1})` with :math:`m_t` a Bernoulli(1 - p) mask scaled by
+    :math:`1/(1-p)` (:func:`lmcourse.networks.dropout.recurrent_mask`), drawn on every forward call in training
+    mode only: ``recurrent_kind="locked"`` draws one mask per sequence, the same at every step (Gal &
+    Ghahramani 2016), ``"step"`` a fresh mask at every step.
     """
 
     gates, n_states = 4, 2
 
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0, *,
+                 dropoutr: float = 0.0, recurrent_kind: str = "locked", device=None, dtype=None):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, device=device, dtype=dtype)
+        self.dropoutr = check_probability(dropoutr)
+        self.recurrent_kind = check_recurrent_kind(recurrent_kind)
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        return s + (f", dropoutr={self.dropoutr}, recurrent_kind={self.recurrent_kind!r}" if self.dropoutr else "")
+
     def _run_layer(self, x, states, k):
-        out, (h_n, c_n) = lstm_layer(x, states[0], states[1], *self.layer_weights(k))
+        m = None
+        if self.training and self.dropoutr > 0:
+            m = recurrent_mask(x, x.shape[0], x.shape[1], self.hidden_size, self.dropoutr, self.recurrent_kind)
+        out, (h_n, c_n) = lstm_layer(x, states[0], states[1], *self.layer_weights(k), m=m)
         return out, [h_n, c_n]
 
     def forward(self, input, hx=None):

@@ -39,7 +39,7 @@ from .lstm import LSTM as EquationsLSTM
 
 CELLS = ("fast", "equations")
 DROPOUT_KINDS = ("locked", "standard")
-DROPOUT_FIELDS = ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "dropoutl")
+DROPOUT_FIELDS = ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "dropoutl", "dropoutr")
 MOS_LATENTS = ("tanh", "linear")
 
 
@@ -57,6 +57,9 @@ class LMConfig:
     latent contexts' activation, ``tanh`` as in Yang et al. (2018) or ``linear``. ``vector_size``: the
     size of an untied decoder's word vectors (None: :math:`d`); wider than :math:`d`, the head reads
     them through a learned map, as a tied head of :math:`d` < E reads the embedding's.
+    ``dropoutr`` drops units of the recurrent connection :math:`h_{t-1}` inside every layer's loop, with one
+    mask per sequence (``recurrent_kind="locked"``, Gal & Ghahramani 2016) or a fresh one per step
+    (``"step"``); only the from-the-equations cell (``cell="equations"``) can, not cuDNN's.
     """
 
     vocab_size: int
@@ -71,6 +74,8 @@ class LMConfig:
     dropoute: float = 0.0
     wdrop: float = 0.0
     dropout_kind: str = "locked"
+    dropoutr: float = 0.0
+    recurrent_kind: str = "locked"
     init_range: float = 0.1
     head: str = "softmax"
     last_size: Optional[int] = None
@@ -94,6 +99,12 @@ class LMConfig:
             p = getattr(self, name)
             if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
                 raise ValueError(f"LMConfig.{name}={p!r} is not a dropout probability: give a number in [0, 1).")
+        if self.recurrent_kind not in _dropout.RECURRENT_KINDS:
+            raise ValueError(f"LMConfig.recurrent_kind={self.recurrent_kind!r} is unknown: use 'locked' (one mask "
+                             "on h_(t-1) per sequence) or 'step' (a fresh mask at every step).")
+        if self.dropoutr > 0 and self.cell == "fast":
+            raise ValueError(f"LMConfig.dropoutr={self.dropoutr} drops units of h_(t-1) inside the LSTM's loop, which "
+                             "the fast (cuDNN) cell cannot do: set cell='equations' or dropoutr=0.")
         r = self.init_range
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not (math.isfinite(r) and r > 0):
             raise ValueError(f"LMConfig.init_range must be a finite number > 0, got {r!r}.")
@@ -221,9 +232,14 @@ def make_dropout(p: float, kind: str) -> nn.Module:
     return _dropout.LockedDropout(p) if kind == "locked" else _dropout.StandardDropout(p)
 
 
-def make_lstm(input_size: int, hidden_size: int, cell: str, wdrop: float) -> nn.Module:
-    """One single-layer LSTM, wrapped by weight drop on :math:`W_{hh}` when ``wdrop > 0``."""
-    rnn = (nn.LSTM if cell == "fast" else EquationsLSTM)(input_size, hidden_size, 1)
+def make_lstm(input_size: int, hidden_size: int, cell: str, wdrop: float, dropoutr: float = 0.0,
+              recurrent_kind: str = "locked") -> nn.Module:
+    """One single-layer LSTM, wrapped by weight drop on :math:`W_{hh}` when ``wdrop > 0``; ``dropoutr``: dropout
+    on :math:`h_{t-1}` inside the from-the-equations cell (``recurrent_kind`` 'locked' or 'step')."""
+    if cell == "fast":
+        rnn = nn.LSTM(input_size, hidden_size, 1)
+    else:
+        rnn = EquationsLSTM(input_size, hidden_size, 1, dropoutr=dropoutr, recurrent_kind=recurrent_kind)
     return _dropout.WeightDrop(rnn, wdrop) if wdrop > 0 else rnn
 
 
@@ -289,7 +305,8 @@ class RNNLM(NeuralLM):
         self.vocab = None
         self.embedding = nn.Embedding(config.vocab_size, config.emb_size)
         nn.init.uniform_(self.embedding.weight, -config.init_range, config.init_range)
-        self.rnns = nn.ModuleList(make_lstm(i, o, config.cell, config.wdrop) for i, o in config.layer_sizes())
+        self.rnns = nn.ModuleList(make_lstm(i, o, config.cell, config.wdrop, config.dropoutr, config.recurrent_kind)
+                                  for i, o in config.layer_sizes())
         kind = config.dropout_kind
         self.drop_i = make_dropout(config.dropouti, kind)
         self.drop_h = make_dropout(config.dropouth, kind)

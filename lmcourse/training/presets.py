@@ -124,6 +124,8 @@ COURSE = layers(
           decay_after=None, stop_nonmono=False, small_batch_size=None, max_seq_len_delta=None, lr_decay=1.0,
           weight_decay=0.0, alpha=0.0, beta=0.0, variable_bptt=False, wdrop=0.0, dropoute=0.0, nonmono=5,
           init_all=False, loss_sum_over_time=False, head_size=None, vector_size=None, warmup=0),
+    cited("no such ingredient in this recipe: no dropout on h_(t-1) inside the LSTM's loop (the course's "
+          "from-the-equations cell only; Gal & Ghahramani 2016)", dropoutr=0.0, recurrent_kind="locked"),
     cited("the mixture's latent contexts as the paper writes them, tanh (Yang et al. 2018, Section 3); "
           "unused by a softmax head", mos_latent="tanh"),
 )

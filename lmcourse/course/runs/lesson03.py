@@ -1,70 +1,126 @@
-"""Lesson 03's stored runs: six dropout regimes times the seeds, stored as their histories only.
+r"""Lesson 03's runs: branches of the course model (:mod:`.course_model`) that differ in their dropout only.
 
-The lesson reads its knobs from :func:`knobs` (one value per scale; the lesson's plain variables start
-from them) and builds the settings of its runs with :func:`dropout_runs`, the function the declaration
-calls, so the lesson and ``reference_runs/`` cannot disagree; a knob changed in the lesson gives other
-settings, and those runs are trained afresh. Every number the lesson shows is measured during training,
-so only the histories are stored (:func:`lmcourse.store.stored_numbers.compute_or_load`).
+The regime is the course model's with one documented change (:func:`lesson_shared`): the LSTM layer is
+:data:`WIDTH` times as wide as the word vectors (``hidden_size`` = 3 E; the course model has H = E). In the
+course model's own regime the word tables hold most of the parameters and are what overfits, so a
+regulariser of the recurrent connection has little to act on (measured: at H = E, weight drop alone, or its
+removal from the full model, moved test perplexity by less than the seeds' spread). With H = 3 E the
+recurrent matrix :math:`W_{hh}` holds about a third of the parameters (the AWD-LSTM's: about half). Measured
+at ``cpu`` (three seeds, test perplexity of the best epoch): the full model beats no dropout beyond the seeds'
+spread, but none of the single comparisons of the recurrent connection does (locked against per-step masks,
+alone or inside the full model; weight drop against none; the full model against its ablation); the lesson
+says so with the numbers.
+
+Every variant is a rung's settings (:func:`.course_model.rung_settings`, rungs "LSTM" and "+ dropouts") with a
+change to its ``model`` dict (:func:`variant_changes`), trained by :func:`.course_model.train_rung` under the name
+``03-dropout``:
+
+- "no dropout": the rung "LSTM"; "full model": the rung "+ dropouts" (the AWD-LSTM's dropouts at the course's
+  ``dropout_scale``: word types of the embedding, the embeddings, the output, and weight drop on :math:`W_{hh}`);
+- dropout on the recurrent connection :math:`z_t = u_t + W_{hh} (m_t \odot h_{t-1})`, a fresh mask at every
+  step, or one locked mask per sequence (Gal & Ghahramani 2016), in the from-the-equations cell (cuDNN
+  cannot drop :math:`h_{t-1}`);
+- weight drop alone (DropConnect on :math:`W_{hh}`, Merity et al. 2018);
+- the full model without weight drop (the ablation of Merity et al. 2018, Table 4);
+- the full model with its weight drop replaced by dropout on :math:`h_{t-1}` at the same rate, a fresh mask per
+  step or a locked one (Gal & Ghahramani's own setting: the recurrent mask beside locked masks on the inputs and
+  outputs).
+
+The three single regularisers of the recurrent connection drop at one rate, the AWD-LSTM's weight-drop rate
+(:func:`p_recurrent`: 0.5; the full model's weight drop is the course model's, that rate times
+``dropout_scale``), so they differ only in what one draw of the mask covers (measured: at the full model's
+rate, 0.25, none of the three moved test perplexity beyond the seeds' spread). The lesson reads only numbers of these runs (their histories, and the validation and test
+perplexities of the weights the trainer keeps, measured right after training), so they are stored as numbers
+(:func:`lmcourse.store.stored_numbers.compute_or_load`), not weights.
 """
 from __future__ import annotations
 
-from ...config import by_scale
+from typing import Optional
+
+from ... import config
+from ...lm import perplexity
+from ...store.stored_numbers import compute_or_load
+from .course_model import AWD_PTB_DROPOUTS, SEEDS, rung_settings, shared_settings, train_rung
+
+__all__ = ["RUNS", "LESSON", "NAME", "SEEDS", "WIDTH", "RUNGS", "VARIANTS", "BRANCHES", "lesson_shared", "p_recurrent",
+           "variant_changes", "variant_settings", "measure", "variant_numbers"]
+
+LESSON = "03"
+NAME = "03-dropout"
+WIDTH = 3  # hidden units per word-vector number: the lesson's one change to the course model's regime
+BRANCHES = ("h(t-1) dropout, fresh mask per step", "h(t-1) dropout, locked mask", "weight drop alone",
+            "full model − weight drop", "full model, fresh h(t-1) mask for weight drop",
+            "full model, locked h(t-1) mask for weight drop")
+RUNGS = {"no dropout": "LSTM", "full model": "+ dropouts"}  # the variants that are the course model's rungs, unchanged
+VARIANTS = ("no dropout",) + BRANCHES[:3] + ("full model",) + BRANCHES[3:]  # the lesson's order
 
 
-def knobs(scale: str | None = None) -> dict:
-    """The knobs at ``scale`` (default: the current one), by their names in the lesson."""
-    return dict(
-        TRAIN_TOKENS=by_scale(ci=2_000, cpu=6_000, gpu=None, scale=scale),  # training tokens (None: the whole split)
-        VALID_TOKENS=by_scale(ci=1_000, cpu=3_000, gpu=None, scale=scale),  # held-out tokens scored after every epoch
-        PROBE_TOKENS=by_scale(ci=1_000, cpu=3_000, gpu=50_000, scale=scale),  # training tokens re-scored every epoch
-        EVAL_TOKENS=by_scale(ci=1_000, cpu=20_000, gpu=None, scale=scale),  # validation / test tokens of the table
-        EMB_SIZE=by_scale(ci=16, cpu=128, gpu=400, scale=scale),
-        HIDDEN_SIZE=by_scale(ci=16, cpu=128, gpu=1150, scale=scale),
-        LAYERS=by_scale(ci=1, cpu=1, gpu=3, scale=scale),
-        EPOCHS=by_scale(ci=2, cpu=8, gpu=40, scale=scale),
-        SEEDS=by_scale(ci=[0, 1], cpu=[0, 1, 2], gpu=[0, 1, 2], scale=scale),  # every variant is trained once per seed
-        BATCH_SIZE=by_scale(ci=4, cpu=5, gpu=20, scale=scale),
-        BPTT=by_scale(ci=20, cpu=35, gpu=35, scale=scale),
-        OPTIMIZER=by_scale(ci="adam", cpu="adam", gpu="sgd", scale=scale),
-        LR=by_scale(ci=5e-3, cpu=5e-3, gpu=20.0, scale=scale),
-        LR_DECAY=by_scale(ci=1, cpu=1, gpu=4, scale=scale),  # divide the rate by this when validation stalls (1: never)
-        P=0.5,                      # the dropout rate of every single-variant run
-        P_EMBED_ALL=0.1,            # embedding dropout inside the combination (the AWD-LSTM's dropoute)
-        ALPHA=2.0, BETA=1.0,        # AR and TAR coefficients (the AWD-LSTM's defaults)
-        TABLE_VARIANT="all + AR/TAR",  # the variant whose models join the results table
-    )
+def lesson_shared(scale: str) -> dict:
+    """The course model's shared settings at ``scale`` (:func:`.course_model.shared_settings`) with the lesson's one
+    change: ``hidden_size`` = :data:`WIDTH` times ``emb_size``."""
+    emb_size = shared_settings(scale)["emb_size"]
+    return shared_settings(scale, hidden_size=WIDTH * emb_size)
 
 
-def dropout_variants(P, P_EMBED_ALL, ALPHA, BETA) -> dict:
-    """Lesson 03's six regimes: what each changes in the model (``model``) and in training (``train``)."""
-    locked = dict(dropout_kind="locked", dropouti=P, dropouth=P, dropout=P)
-    everything = dict(locked, dropoute=P_EMBED_ALL, wdrop=P)
-    return {
-        "no dropout": dict(),
-        "standard": dict(model=dict(dropout_kind="standard", dropouti=P, dropouth=P, dropout=P)),
-        "locked": dict(model=locked),
-        "weight drop": dict(model=dict(wdrop=P)),
-        "all + AR/TAR": dict(model=everything, train=dict(alpha=ALPHA, beta=BETA)),
-        "all − weight drop": dict(model=dict(everything, wdrop=0.0), train=dict(alpha=ALPHA, beta=BETA)),
+def p_recurrent(shared: dict) -> float:
+    """The one rate of the single recurrent regularisers: the AWD-LSTM's weight drop on Penn Treebank, 0.5 (the
+    same at every scale; ``shared`` is read for nothing else, so a regime may change it)."""
+    return float(shared.get("p_recurrent", AWD_PTB_DROPOUTS["wdrop"]))
+
+
+def variant_changes(variant: str, shared: dict) -> tuple[str, dict]:
+    """``(rung, changes)``: the course model's rung a variant starts from and what it changes in its ``model``."""
+    p = p_recurrent(shared)
+    full = rung_settings("+ dropouts", 0, shared)["model"]["wdrop"]  # the full model's rate on the recurrent connection
+    table = {
+        "no dropout": ("LSTM", {}),
+        BRANCHES[0]: ("LSTM", dict(cell="equations", dropoutr=p, recurrent_kind="step")),
+        BRANCHES[1]: ("LSTM", dict(cell="equations", dropoutr=p, recurrent_kind="locked")),
+        BRANCHES[2]: ("LSTM", dict(wdrop=p)),
+        "full model": ("+ dropouts", {}),
+        BRANCHES[3]: ("+ dropouts", dict(wdrop=0.0)),
+        BRANCHES[4]: ("+ dropouts", dict(wdrop=0.0, cell="equations", dropoutr=full, recurrent_kind="step")),
+        BRANCHES[5]: ("+ dropouts", dict(wdrop=0.0, cell="equations", dropoutr=full, recurrent_kind="locked")),
     }
+    if variant not in table:
+        raise ValueError(f"{variant!r} is not a variant of lesson 03: pick one of {', '.join(VARIANTS)}.")
+    return table[variant]
 
 
-def dropout_runs(k: dict) -> dict:
-    """``{(variant, seed): settings}`` of lesson 03 for the knobs ``k``, in training order (seed by seed)."""
-    variants = dropout_variants(k["P"], k["P_EMBED_ALL"], k["ALPHA"], k["BETA"])
-    sizes = dict(emb_size=k["EMB_SIZE"], hidden_size=k["HIDDEN_SIZE"], num_layers=k["LAYERS"])
-    schedule = dict(epochs=k["EPOCHS"], batch_size=k["BATCH_SIZE"], bptt=k["BPTT"], optimizer=k["OPTIMIZER"],
-                    lr=k["LR"], lr_decay=k["LR_DECAY"])
-    return {(name, seed): dict(variant=name, spec=spec, sizes=sizes, schedule=schedule, seed=seed,
-                               train_tokens=k["TRAIN_TOKENS"], valid_tokens=k["VALID_TOKENS"],
-                               probe_tokens=k["PROBE_TOKENS"],
-                               eval_tokens=k["EVAL_TOKENS"] if name == k["TABLE_VARIANT"] else None)
-            for seed in k["SEEDS"] for name, spec in variants.items()}
+def variant_settings(variant: str, seed: int, shared: dict) -> dict:
+    """The settings of one variant: its rung's (:func:`.course_model.rung_settings`) with the variant's ``model``
+    changes, and its name under ``variant``."""
+    rung, changes = variant_changes(variant, shared)
+    s = rung_settings(rung, seed, shared)
+    return dict(s, variant=variant, model={**s["model"], **changes})
 
 
-def _dropout(scale: str) -> list:
-    """Lesson 03: every regime once per seed; stored as histories only."""
-    return list(dropout_runs(knobs(scale)).values())
+def measure(settings: dict, corpus, progress: Optional[bool] = None, plot: bool = False,
+            floor: Optional[float] = None) -> dict:
+    """Train one branch (:func:`.course_model.train_rung`, nothing stored) and keep its numbers: the history
+    and the validation and test perplexities of the weights the trainer keeps (the best epoch's)."""
+    run = train_rung(settings, corpus, floor=floor, plot=plot, progress=progress, store=False, name=NAME,
+                     lesson=LESSON)
+    model = run.model.eval()
+    return dict(history=run.history, valid=perplexity(model, corpus.valid), test=perplexity(model, corpus.test))
 
 
-RUNS = {"03-dropout": _dropout}
+def variant_numbers(variant: str, seed: int, corpus, scale: Optional[str] = None, progress: Optional[bool] = None,
+                    plot: bool = False, floor: Optional[float] = None, dataset=None,
+                    retrain: Optional[bool] = None) -> dict:
+    """The stored numbers of one variant (committed, then the user's cache), trained when there are none or
+    ``retrain`` (or ``LMCOURSE_RETRAIN=1``) asks; ``"loaded"`` says which."""
+    scale = scale or config.SCALE
+    settings = variant_settings(variant, seed, lesson_shared(scale))
+    return compute_or_load(NAME, settings, lambda: measure(settings, corpus, progress, plot, floor), corpus.vocab,
+                           scale=scale, dataset=config.DATASET if dataset is None else dataset, recompute=retrain,
+                           lesson=LESSON)
+
+
+def _variants(scale: str) -> list:
+    """Lesson 03: every variant once per seed, seed by seed; stored as numbers."""
+    shared = lesson_shared(scale)
+    return [variant_settings(v, seed, shared) for seed in SEEDS for v in VARIANTS]
+
+
+RUNS = {NAME: _variants}
