@@ -38,9 +38,9 @@ def _finite(x: float) -> float:
     return x if math.isfinite(x) else math.inf
 
 
-def best_cache(inputs, progress: Optional[bool] = False) -> dict:
-    """The best linear cache on ``inputs`` (validation text): theta and lam over :data:`CACHE_GRID`."""
-    g = CACHE_GRID
+def best_cache(inputs, progress: Optional[bool] = False, grid: Optional[dict] = None) -> dict:
+    """The best linear cache on ``inputs`` (validation text): theta and lam over ``grid`` (:data:`CACHE_GRID`)."""
+    g = CACHE_GRID if grid is None else grid
     theta, lam, ppl = cache_grid(inputs, g["thetas"], lams=g["lams"], window=g["window"], progress=progress).best
     return dict(theta=theta, lam=lam, window=g["window"], ppl=_finite(ppl))
 
@@ -54,7 +54,8 @@ def _ppl(logp: torch.Tensor) -> float:
     return perplexity_from_nll(-float(logp.double().mean()))
 
 
-def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional[dict] = None) -> dict:
+def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional[dict] = None,
+             cache_grid: Optional[dict] = None) -> dict:
     r"""The test-time rungs over ``model``, nested and tuned on validation text, each on its own knobs only:
 
     1. **+ cache**: :math:`\theta` and :math:`\lambda` over :data:`CACHE_GRID`, on the static model;
@@ -65,14 +66,14 @@ def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional
     Returns their perplexities (``ppl``), settings (``notes``, with each chosen value's index in its grid), and
     the log-probability of every test token (``log_p``) under the model, each rung, and dynamic evaluation
     without the cache ("dynamic evaluation alone", read from the same adapting pass: not a rung, a measurement).
-    ``dyn_grid``: :data:`DYN_GRID` by default."""
+    ``dyn_grid``: :data:`DYN_GRID` by default; ``cache_grid``: :data:`CACHE_GRID` by default."""
     d = DYN_GRID if dyn_grid is None else dyn_grid
+    c = CACHE_GRID if cache_grid is None else cache_grid
     static = {split: collect(model, getattr(corpus, split), progress=progress) for split in ("valid", "test")}
-    best = best_cache(static["valid"], progress)
+    best = best_cache(static["valid"], progress, c)
     scored = {s: cached(static[s], best) for s in static}
     out = {"+ cache": {s: _ppl(scored[s]) for s in scored}}
-    notes = {"+ cache": dict(best, at=[CACHE_GRID["thetas"].index(best["theta"]),
-                                       CACHE_GRID["lams"].index(best["lam"])])}
+    notes = {"+ cache": dict(best, at=[c["thetas"].index(best["theta"]), c["lams"].index(best["lam"])])}
     log_p = {"MoS": static["test"].log_p.float(), "+ cache": scored["test"].float()}
     stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"]) if d["method"] == "rms" else None
     tune = corpus.valid[:d["tune_tokens"]]
