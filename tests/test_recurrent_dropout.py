@@ -9,8 +9,7 @@ from lmcourse.networks.lstm import LSTM, lstm_cell, lstm_layer
 from lmcourse.networks.models import LMConfig, RNNLM
 
 T, B, I, H = 7, 3, 4, 5
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                  reason="no CUDA device on this machine"))]
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]  # tests/conftest.py skips it, with its reason, without a GPU
 
 
 def _weights(device, dtype=torch.float64, seed=0):
