@@ -33,6 +33,7 @@ from .fallback import WithFallback
 
 SHADE = (230, 120, 0)  # the attention colour, as RGB
 TARGET = "#1f5fbf"  # the colour that marks the target and its earlier occurrences
+THETA_FLOOR = 0.01  # the theta slider's smallest value (a log slider cannot reach 0)
 
 
 @dataclass
@@ -231,8 +232,10 @@ class CacheExplorer:
                                button("next ▶▶", "the next position where the cache matters most"))
         best, worst = button("cache helps most", "repeat: the next best"), button("cache hurts most", "repeat: "
                                                                                    "the next worst")
-        theta = w.FloatSlider(value=self.theta, min=0.0, max=max(theta_max, self.theta), step=0.05,
-                              description="theta", continuous_update=False)
+        # theta on a log scale (the course's grid spans 3 to 10,000): one arrow key multiplies it by 10^0.1
+        top = math.log10(max(theta_max, self.theta, THETA_FLOOR) * 3)
+        theta = w.FloatLogSlider(value=max(self.theta, THETA_FLOOR), base=10, min=math.log10(THETA_FLOOR), max=top,
+                                 step=0.1, description="theta", readout_format=".4g", continuous_update=False)
         lam = w.FloatSlider(value=self.lam, min=0.0, max=1.0, step=0.01, description="lambda",
                             continuous_update=False)
         out = w.HTML()
