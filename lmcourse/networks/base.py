@@ -74,6 +74,13 @@ class NeuralLM(nn.Module, LanguageModel):
     def init_state(self, batch_size: int):
         raise NotImplementedError
 
+    def begin(self, x: torch.Tensor, state):
+        """``state`` for reading ``x`` (T, B): a fresh one when None; token ids of another shape get one sentence."""
+        if x.dim() != 2:
+            raise ValueError(f"{type(self).__name__} reads token ids of shape (T, B), got shape {tuple(x.shape)}: "
+                             "use x.view(-1, 1) for a single stream.")
+        return self.init_state(x.shape[1]) if state is None else state
+
     def detach_state(self, state):
         raise NotImplementedError
 

@@ -323,11 +323,7 @@ class RNNLM(NeuralLM):
 
     def forward(self, x: torch.Tensor, state: Optional[list] = None) -> LMOutput:
         """Read ``x`` (T, B) from ``state`` (zeros when None); see :class:`LMOutput`."""
-        if x.dim() != 2:
-            raise ValueError(f"RNNLM reads token ids of shape (T, B), got shape {tuple(x.shape)}: "
-                             "use x.view(-1, 1) for a single stream.")
-        if state is None:
-            state = self.init_state(x.shape[1])
+        state = self.begin(x, state)
         inp = self.drop_i(self.embed(x))  # (T, B, E)
         raw_outputs, outputs, new_state = [], [], []
         last = len(self.rnns) - 1

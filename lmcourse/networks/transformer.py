@@ -217,11 +217,7 @@ class TransformerLM(NeuralLM):
 
     def forward(self, x: torch.Tensor, state: Optional[TransformerState] = None) -> TransformerOutput:
         """Read ``x`` (T, B) after ``state`` (a fresh stream when None); see :class:`TransformerOutput`."""
-        if x.dim() != 2:
-            raise ValueError(f"TransformerLM reads token ids of shape (T, B), got shape {tuple(x.shape)}: "
-                             "use x.view(-1, 1) for a single stream.")
-        if state is None:
-            state = self.init_state(x.shape[1])
+        state = self.begin(x, state)
         T, M = x.size(0), state.past[0].size(0)
         allowed = allowed_positions(T, M, self.config.window, x.device)  # (T, M + T)
         h = self.embed(x, state.position)  # (T, B, E)
