@@ -9,6 +9,7 @@ from lmcourse import literature as lit
 from lmcourse.course.runs import lesson09 as L
 from lmcourse.course import results_page as R
 from lmcourse.course.lessons import lessons
+from lmcourse.course.seeds import mean_sd
 from lmcourse.errors import MissingFileError
 
 LESSON_09 = next(p for p in lessons() if p.name.startswith("09_"))
@@ -50,7 +51,7 @@ def test_the_ladder_agrees_with_what_lesson_09_shows(ladder):
     for rung, (mean, sd) in shown.items():
         if rung not in ladder["rungs"]:
             continue
-        got_mean, got_sd = R.mean_sd(ladder["rungs"][rung]["test"])
+        got_mean, got_sd = mean_sd(ladder["rungs"][rung]["test"])
         assert got_mean == pytest.approx(mean, abs=0.05), rung
         if sd is not None:
             assert got_sd == pytest.approx(sd, abs=0.05), rung
@@ -60,7 +61,7 @@ def test_the_page_holds_the_ladder_the_lessons_and_the_papers(ladder, tmp_path, 
     monkeypatch.setattr(R, "ladder_numbers", lambda: ladder)
     page = R.write(tmp_path).read_text(encoding="utf-8")
     assert [p.name for p in tmp_path.iterdir()] == [R.PAGE]
-    mean, sd = R.mean_sd(ladder["rungs"]["MoS"]["test"])
+    mean, sd = mean_sd(ladder["rungs"]["MoS"]["test"])
     assert f"{mean:.2f} ± {sd:.2f}" in page and ladder["regime"] in page
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', page)) == 1
     for path in lessons():

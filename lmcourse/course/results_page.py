@@ -27,7 +27,6 @@ import html
 import io
 import json
 import os
-import statistics
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +36,7 @@ from .. import config
 from .. import literature as lit
 from ..errors import MissingFileError
 from .lessons import lesson_id, lessons
+from .seeds import mean_sd
 
 PAGE = "results.html"
 LADDER_SCALE = "cpu"  # the scale of the committed reference runs
@@ -110,11 +110,6 @@ def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
     return {"rungs": {r: rungs[r] for r in L.RUNGS}, "floor": floor, "regime": regime, "seeds": list(L.SEEDS)}
 
 
-def mean_sd(values: Sequence[float]) -> tuple[float, Optional[float]]:
-    """The mean and the sample standard deviation (None for a single value)."""
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None)
-
-
 def stored_table(nb: dict) -> list[dict]:
     """The rows of the last results table a stored notebook shows (``| model | lesson | ... |``), as dicts."""
     rows = []
@@ -161,7 +156,7 @@ def _figure(ladder: dict) -> str:
     rungs = list(ladder["rungs"])
     means = [mean_sd(ladder["rungs"][r]["test"]) for r in rungs]
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw=dict(width_ratios=[1.6, 1]))
-    ax.bar(range(len(rungs)), [m for m, _ in means], yerr=[sd or 0 for _, sd in means], capsize=4, color="#4c78a8")
+    ax.bar(range(len(rungs)), [m for m, _ in means], yerr=[sd for _, sd in means], capsize=4, color="#4c78a8")
     ax.axhline(ladder["floor"]["test"], color="k", ls="--", lw=1, label=f"oracle floor {ladder['floor']['test']:.1f}")
     ax.set_xticks(range(len(rungs)), rungs, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("test perplexity (mean ± sd over seeds)")
@@ -191,9 +186,10 @@ def ladder_table(ladder: dict) -> str:
     rows, below = [], None
     for rung, scores in ladder["rungs"].items():
         (vm, vsd), (tm, tsd) = mean_sd(scores["valid"]), mean_sd(scores["test"])
-        spread = f" ± {tsd:.2f}" if tsd is not None else " (counts, no seed)"
+        seeded = len(scores["test"]) > 1                      # a count model (KN5) has one score, no spread
+        spread = f" ± {tsd:.2f}" if seeded else " (counts, no seed)"
         change = f"{100 * (tm / below - 1):+.1f}%" if below else ""
-        rows.append([html.escape(rung), f"{vm:.2f}" + (f" ± {vsd:.2f}" if vsd is not None else ""),
+        rows.append([html.escape(rung), f"{vm:.2f}" + (f" ± {vsd:.2f}" if seeded else ""),
                      f"{tm:.2f}{spread}", change])
         below = tm
     rows.append(["<em>oracle (the floor)</em>", _num(ladder["floor"]["valid"]), _num(ladder["floor"]["test"]), ""])
