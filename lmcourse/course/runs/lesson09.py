@@ -23,8 +23,8 @@ from .course_model import (AWD_PTB_DROPOUTS, AWD_TRAINING, CACHE_GRID, RUNG_ONLY
                            model_config, rung_configs, rung_settings, shared_settings, train_config, train_rung)
 
 __all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
-           "rung_settings", "wrapper_settings", "fit_on_one_thread", "train_rung", "wrappers", "dyneval_rule", "interior",
-           "best_cache", "cached", "run_ladder", "CACHE_GRID", "DYN_GRID"]
+           "rung_settings", "wrapper_settings", "fit_on_one_thread", "train_rung", "wrappers", "dyneval_rule",
+           "interior", "best_cache", "cached", "run_ladder", "CACHE_GRID", "DYN_GRID"]
 RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation")  # each rung stands on the one before
 DYN_GRID = RULE  # lesson 08's update rule and grid (the course's one), so that this ladder adapts as 08 does
 
@@ -77,19 +77,24 @@ def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional
     log_p = {"MoS": static["test"].log_p.float(), "+ cache": scored["test"].float()}
     stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"]) if d["method"] == "rms" else None
     tune = corpus.valid[:d["tune_tokens"]]
-    tuned = {}  # (lr, decay) -> validation perplexity of the cache (rung 1's setting) over dynamic evaluation
+    tuned, passes = {}, {}  # (lr, decay) -> validation perplexity of the cache (rung 1's setting) over it; its pass
     for lr in d["lrs"]:
         for decay in d["decays"]:
-            seen = collect(dyneval_rule(model, d, lr, decay, stats), tune, progress=progress)
-            tuned[lr, decay] = _finite(_ppl(cached(seen, best)))
+            passes[lr, decay] = collect(dyneval_rule(model, d, lr, decay, stats), tune, progress=progress)
+            tuned[lr, decay] = _finite(_ppl(cached(passes[lr, decay], best)))
+            if min(tuned, key=tuned.get) != (lr, decay):
+                passes.pop((lr, decay))                    # keep the best pass only
     lr, decay = min(tuned, key=tuned.get)
     adapting = dyneval_rule(model, d, lr, decay, stats)
-    adapted = {s: collect(adapting, getattr(corpus, s), progress=progress) for s in ("valid", "test")}
+    whole = len(tune) == len(corpus.valid)                 # tuned on all of valid: its pass is the rung's valid pass
+    adapted = {s: passes[lr, decay] if s == "valid" and whole
+               else collect(adapting, getattr(corpus, s), progress=progress) for s in ("valid", "test")}
     both = {s: cached(adapted[s], best) for s in adapted}
     out["+ dynamic evaluation"] = {s: _ppl(both[s]) for s in both}
     out["dynamic evaluation alone"] = {s: adapted[s].ppl() for s in adapted}
     notes["+ dynamic evaluation"] = dict(rule=d["method"], lr=lr, decay=decay, bptt=d["bptt"], cache=best,
-                                         at=[d["lrs"].index(lr), d["decays"].index(decay)], tuned_valid=tuned[lr, decay])
+                                         at=[d["lrs"].index(lr), d["decays"].index(decay)],
+                                         tuned_valid=tuned[lr, decay])
     log_p["+ dynamic evaluation"] = both["test"].float()
     log_p["dynamic evaluation alone"] = adapted["test"].log_p.float()
     return {"ppl": out, "notes": notes, "log_p": log_p}

@@ -31,7 +31,8 @@ from ...training.settings import split
 from ...training.trainer import TrainConfig
 from . import lesson09 as ladder
 
-__all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "CACHE_GRID", "DYN_GRID", "transformer_settings", "model_config", "fit",
+__all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "CACHE_GRID", "DYN_GRID", "transformer_settings", "model_config",
+           "fit",
            "train_transformer", "equal_time_numbers", "epochs_for_time", "wrapper_settings", "wrappers"]
 
 SEEDS = ladder.SEEDS
