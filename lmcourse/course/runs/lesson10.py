@@ -32,8 +32,7 @@ from ...training.trainer import TrainConfig
 from . import lesson09 as ladder
 
 __all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "CACHE_GRID", "DYN_GRID", "transformer_settings", "model_config",
-           "fit",
-           "train_transformer", "equal_time_numbers", "epochs_for_time", "wrapper_settings", "wrappers"]
+           "fit", "train_transformer", "equal_time_numbers", "epochs_for_time", "wrapper_settings", "wrappers"]
 
 SEEDS = ladder.SEEDS
 BUDGETS = ("equal parameters", "equal time")
