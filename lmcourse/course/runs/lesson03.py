@@ -29,8 +29,9 @@ change to its ``model`` dict (:func:`variant_changes`), trained by :func:`.cours
 The three single regularisers of the recurrent connection drop at one rate, the AWD-LSTM's weight-drop rate
 (:func:`p_recurrent`: 0.5; the full model's weight drop is the course model's, that rate times
 ``dropout_scale``), so they differ only in what one draw of the mask covers (measured: at the full model's
-rate, 0.25, none of the three moved test perplexity beyond the seeds' spread). The lesson reads only numbers of these runs (their histories, and the validation and test
-perplexities of the weights the trainer keeps, measured right after training), so they are stored as numbers
+rate, 0.25, none of the three moved test perplexity beyond the seeds' spread). The lesson reads only numbers of
+these runs (their histories, and the validation and test perplexities of the weights the trainer keeps, measured
+right after training), so they are stored as numbers
 (:func:`lmcourse.store.stored_numbers.compute_or_load`), not weights.
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_gr
 from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...corpora.grammar import Params
 from ...lm import perplexity_from_nll
-from .lesson08 import RULE, rule as dyneval_rule
+from .lesson08 import RULE, STATS_BATCH, rule as dyneval_rule
 from .course_model import (AWD_PTB_DROPOUTS, AWD_TRAINING, CACHE_GRID, RUNG_ONLY, SEEDS, TRAINED, VARIANT,
                            averaging_epoch, course_model, fit_on_one_thread, ladder_corpus, ladder_params,
                            model_config, rung_configs, rung_settings, shared_settings, train_config, train_rung)
@@ -75,7 +75,7 @@ def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional
     out = {"+ cache": {s: _ppl(scored[s]) for s in scored}}
     notes = {"+ cache": dict(best, at=[c["thetas"].index(best["theta"]), c["lams"].index(best["lam"])])}
     log_p = {"MoS": static["test"].log_p.float(), "+ cache": scored["test"].float()}
-    stats = gradient_stats(model, corpus.train, batch_size=100, bptt=d["bptt"]) if d["method"] == "rms" else None
+    stats = gradient_stats(model, corpus.train, batch_size=STATS_BATCH, bptt=d["bptt"]) if d["method"] == "rms" else None
     tune = corpus.valid[:d["tune_tokens"]]
     tuned, passes = {}, {}  # (lr, decay) -> validation perplexity of the cache (rung 1's setting) over it; its pass
     for lr in d["lrs"]:
