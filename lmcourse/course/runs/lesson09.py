@@ -75,7 +75,8 @@ def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional
     out = {"+ cache": {s: _ppl(scored[s]) for s in scored}}
     notes = {"+ cache": dict(best, at=[c["thetas"].index(best["theta"]), c["lams"].index(best["lam"])])}
     log_p = {"MoS": static["test"].log_p.float(), "+ cache": scored["test"].float()}
-    stats = gradient_stats(model, corpus.train, batch_size=STATS_BATCH, bptt=d["bptt"]) if d["method"] == "rms" else None
+    rms = d["method"] == "rms"
+    stats = gradient_stats(model, corpus.train, batch_size=STATS_BATCH, bptt=d["bptt"]) if rms else None
     tune = corpus.valid[:d["tune_tokens"]]
     tuned, passes = {}, {}  # (lr, decay) -> validation perplexity of the cache (rung 1's setting) over it; its pass
     for lr in d["lrs"]:
