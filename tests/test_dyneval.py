@@ -302,8 +302,9 @@ def test_step_interface_never_hands_aliases_of_the_model_to_functional_call(mode
     real = dyneval.functional_call
     owned = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
-    def spy(net, weights, args):
-        seen.extend(w.untyped_storage().data_ptr() in owned or w._is_view() for w in weights.values())
+    def spy(net, weights, args):  # the adaptation copy's own weights count too: a .detach() of them aliases them
+        mine = owned | {p.untyped_storage().data_ptr() for p in net.parameters()}
+        seen.extend(w.untyped_storage().data_ptr() in mine or w._is_view() for w in weights.values())
         return real(net, weights, args)
 
     monkeypatch.setattr(dyneval, "functional_call", spy)
