@@ -45,6 +45,20 @@ def test_cmp_passes_close_and_fails_far(capsys):
         cmp("shape", a, a[:1])
 
 
+def test_cmp_takes_a_tensor_that_still_tracks_gradients(capsys):
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    assert cmp("tracked", w * 2, torch.tensor([2.0, 4.0]), atol=0) == 0.0
+
+
+@pytest.mark.cuda
+def test_cmp_compares_a_cuda_tensor_with_a_cpu_reference(capsys):
+    """A lesson compares a model's output (on CUDA) with a reference built on the CPU: no device error."""
+    a = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert cmp("across devices", a.cuda(), a + 3e-9) == pytest.approx(3e-9)
+    with pytest.raises(AssertionError, match="differs by 0.001"):
+        cmp("far, across devices", a, (a + 1e-3).cuda())
+
+
 def test_a_lesson_shows_its_own_and_earlier_rows(tmp_path):
     r = Results("ptb", "ci", path=tmp_path / "r.json").add("KN5", "01", 1, 2).add("LSTM", "02", 3, 4)
     r.add("MoS", "06", 5, 6)

@@ -19,8 +19,9 @@ def cmp(name: str, ours: torch.Tensor, reference: torch.Tensor, atol: float = 1e
     """Compare a tensor derived on screen with the package's (or torch's) and print the verdict.
 
     Returns the largest absolute difference (end the cell's line with ``;`` so it is not echoed);
-    raises if the shapes differ or the difference exceeds ``atol``."""
-    ours, reference = torch.as_tensor(ours), torch.as_tensor(reference)
+    raises if the shapes differ or the difference exceeds ``atol``. The two may live on different devices
+    (a model's tensor on CUDA, a reference built on the CPU): both are compared on the host."""
+    ours, reference = (torch.as_tensor(t).detach().cpu() for t in (ours, reference))
     if ours.shape != reference.shape:
         raise ValueError(f"{name}: shapes differ, {tuple(ours.shape)} vs {tuple(reference.shape)}.")
     diff = (ours.double() - reference.double()).abs().max().item() if ours.numel() else 0.0
