@@ -142,3 +142,15 @@ def test_lesson_02b_reads_the_course_models_lstm_rung():
     settings = course_model.rung_settings("LSTM", 0, course_model.shared_settings("cpu"))
     assert settings["model"] == dict(tie=False) and settings["train"] == {}
     assert registry.settings("course-model", "cpu").count(settings) == 1
+
+
+def test_the_word_lstm_has_one_recipe_at_every_scale():
+    """Issue 29, fault 4: one stored-run name had trained with locked dropout in one lesson and standard in another.
+    Now one function declares it: standard dropout at one rate, the same kind at every scale."""
+    kinds = set()
+    for scale in config.SCALES:
+        name, settings = word_lstm.word_lstm(scale)
+        cfg = word_lstm.model_config(settings, 100)
+        assert cfg.dropouth == cfg.dropouti == settings["dropout"]
+        kinds.add(cfg.dropout_kind)
+    assert kinds == {"standard"}

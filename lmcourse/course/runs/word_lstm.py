@@ -7,8 +7,8 @@ README). After each epoch it is scored on the whole validation split.
 Lesson 02b's word model is now the course model (:mod:`.course_model`), so no lesson declares this run
 and none of it is committed in ``reference_runs/``: :func:`train` stores it in the user's cache only
 (``reference_run=False``), trained the first time it is asked for. The command line
-(``python -m lmcourse word-lstm``) reaches it through :func:`train`, and so does lesson 08 until it moves to
-the course model; lesson 08's stored passes carry its name and settings in their keys.
+(``python -m lmcourse word-lstm``) alone reaches it, through :func:`train` (lessons 07 and 08 moved to the
+course model). Its recipe is one at every scale: standard dropout at one rate (:func:`model_config`).
 ``word-lstm`` (``word-lstm-gpu`` at ``gpu``) keeps the name it had before lessons named their runs.
 """
 from __future__ import annotations
