@@ -43,10 +43,14 @@ class StopOnRankOne(Callback):
             trainer.stop = True
 
 
-def worker(rank, world, port, folder):
+def worker(rank, world, port, folder, on_gpu=False):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
                       LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
+    if on_gpu:  # both ranks share the one GPU: NCCL refuses two processes on one device, gloo carries CUDA tensors
+        from lmcourse.config import set_tf32
+        os.environ.update(LMCOURSE_DEVICE="cuda:0", LMCOURSE_DIST_BACKEND="gloo")
+        set_tf32(False)  # compared with one process in full float32
     assert distributed.init(timeout_s=TIMEOUT_S) and distributed.world_size() == world == 2
     out = {"parallel": train(folder, "parallel", out_dir=str(folder / f"run{rank}"),
                              checkpoint=str(folder / f"best{rank}.pt")),
@@ -63,11 +67,12 @@ def worker(rank, world, port, folder):
     torch.save(out, folder / f"rank{rank}.pt")
 
 
-def spawn(nprocs, folder):
+def spawn(nprocs, folder, on_gpu=False):
     hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the children train on the CPU with gloo
+    if not on_gpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the children train on the CPU with gloo
     try:
-        context = mp.start_processes(worker, args=(nprocs, free_port(), folder), nprocs=nprocs, join=False,
+        context = mp.start_processes(worker, args=(nprocs, free_port(), folder, on_gpu), nprocs=nprocs, join=False,
                                      start_method="spawn")
     finally:
         if hidden is None:
@@ -85,7 +90,19 @@ def spawn(nprocs, folder):
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="this torch build has no torch.distributed")
 def test_two_gloo_processes_equal_one_process_on_the_combined_batch(tmp_path):
     spawn(2, tmp_path)
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    check_ranks(tmp_path, atol=1e-5)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="this torch build has no torch.distributed")
+def test_two_ranks_on_one_gpu_equal_one_process_on_the_combined_batch(tmp_path):
+    spawn(2, tmp_path, on_gpu=True)  # gloo over CUDA tensors, both ranks on cuda:0
+    check_ranks(tmp_path, atol=1e-4)  # GPU reductions sum in another order than one process's
+
+
+def check_ranks(tmp_path, atol):
+    """What each rank saved agrees with one process trained on the combined batch."""
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True, map_location="cpu") for r in range(2)]
     single = ranks[0]["single"]
     combined = batchify(TRAIN, 8)  # (T, 8)
     assert torch.equal(single["columns"], combined)
@@ -93,12 +110,12 @@ def test_two_gloo_processes_equal_one_process_on_the_combined_batch(tmp_path):
         got = r["parallel"]
         assert torch.equal(got["columns"], combined[:, 4 * rank:4 * rank + 4])  # its own half of the batch
         assert got["stop"] == "completed" and got["rows"] == 2
-        assert got["valid"] == pytest.approx(single["valid"], abs=1e-5)
+        assert got["valid"] == pytest.approx(single["valid"], abs=atol)
         for k, v in single["best"].items():  # the best (averaged) weights
-            torch.testing.assert_close(got["best"][k], v, rtol=0, atol=1e-5)
+            torch.testing.assert_close(got["best"][k], v, rtol=0, atol=atol)
     raw, ref = ranks[0]["last"], ranks[0]["single_last"]
     for k, v in ref["state_dict"].items():  # the raw weights after the last step
-        torch.testing.assert_close(raw["state_dict"][k], v, rtol=0, atol=1e-5)
+        torch.testing.assert_close(raw["state_dict"][k], v, rtol=0, atol=atol)
     assert len(raw["rng"]) == 2 and len(ref["rng"]) == 1  # one set of random states per process
     # only rank 0 writes: rank 1's out_dir and checkpoint were never created
     assert (tmp_path / "run0" / "best.pt").is_file() and (tmp_path / "best0.pt").is_file()
