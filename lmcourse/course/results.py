@@ -33,6 +33,9 @@ class Row:
     regime: str = ""
 
 
+REGIME_HEADING = "**Regime:**"  # the line above each regime's table (the results page reads it back)
+
+
 def _num(v) -> str:
     """A table cell: blank for None, two decimals for a float, thousands separators for a count."""
     return "" if v is None else f"{v:,.2f}" if isinstance(v, float) else f"{v:,}"
@@ -108,7 +111,7 @@ class Results:
                       key=lambda r: (r.lesson, -(r.test_ppl or 0)))
         lines = [f"**{self.dataset}**, scale `{self.scale}`"]
         for regime in self._regimes(rows, lesson):
-            lines += ["", f"**Regime:** {regime or 'not recorded'}", "",
+            lines += ["", f"{REGIME_HEADING} {regime or 'not recorded'}", "",
                       "| model | lesson | params | valid ppl | test ppl | note |", "|---|---|---:|---:|---:|---|"]
             for r in (r for r in rows if r.regime == regime):
                 name = f"**{r.model}**" if lesson is not None and r.lesson == lesson else r.model
