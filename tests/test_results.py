@@ -25,7 +25,27 @@ def test_rows_carry_their_regime_and_old_files_still_load(tmp_path):
     assert r.rows[0].regime == ""
     r.add("LSTM", "03", 80, 81, regime="30k tokens, 1 x 256, 8 epochs")
     text = Results("embedded", "cpu", path=path).markdown()
-    assert "| regime |" in text and "| LSTM | 03 | 30k tokens, 1 x 256, 8 epochs |" in text
+    assert "**Regime:** 30k tokens, 1 x 256, 8 epochs" in text and "**Regime:** not recorded" in text
+    assert "| LSTM | 03 |" in text and "| KN5 | 01 |" in text
+
+
+def test_each_regime_is_its_own_table_the_lessons_first(tmp_path):
+    r = Results("ptb", "cpu", path=tmp_path / "r.json")
+    r.add("KN5", "01", 50, 52, regime="1M tokens, counts").add("oracle", "01", 12, 13, regime="1M tokens, counts")
+    r.add("course model, tied", "04", 20, 19, regime="course model: 40k tokens")
+    r.add("course model + cache", "07", 18, 17, regime="course model: 40k tokens")
+    text = r.markdown(lesson="07", literature=["AWD-LSTM"])
+    tables = text.split("\n\n**")[1:]                    # each heading and its table
+    heads = [t.split("\n")[0] for t in tables]
+    assert heads == ["Regime:** course model: 40k tokens", "Regime:** 1M tokens, counts",
+                     "Published:** the papers' full-size models on ptb, another regime again"]
+    course, ngrams, papers = tables
+    assert "| course model, tied | 04 |" in course and "| **course model + cache** | 07 |" in course
+    assert "KN5" not in course and "KN5" in ngrams and "course model" not in ngrams
+    assert ngrams.index("| KN5 |") < ngrams.index("| oracle |")      # within a table: highest test first
+    assert "| *AWD-LSTM* | 24M |" in papers and "AWD-LSTM" not in course + ngrams
+    assert r.markdown(lesson="04").count("**Regime:**") == 2        # 07's row is later than lesson 04
+    assert "course model + cache" not in r.markdown(lesson="04")
 
 
 def test_cmp_passes_close_and_fails_far(capsys):

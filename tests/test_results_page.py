@@ -94,6 +94,25 @@ def test_headline_rows_keep_the_lessons_own_rows(tmp_path):
     assert [(r["model"], r["test ppl"], r["regime"]) for r in rows] == [("LSTM tied", "171.50", "tiny")]
 
 
+def test_headline_rows_read_each_regimes_table_and_skip_the_papers(tmp_path):
+    from lmcourse.course.results import Results
+
+    r = Results("ptb", "cpu", path=tmp_path / "r.json").add("KN5", "01", 65, 64, regime="1M tokens, counts")
+    r.add("course model, tied", "04", 170, 171.5, params=1000, regime="course model: 40k tokens")
+    r.add("course model, untied", "04", 172, 173.25, regime="course model: 40k tokens")
+    table = r.markdown(lesson="04", literature=["AWD-LSTM"])
+    nb = {"cells": [{"id": "a", "cell_type": "code", "metadata": {}, "source": "",
+                     "outputs": [{"output_type": "display_data", "data": {"text/markdown": table}}]}]}
+    rows = R.stored_table(nb)
+    assert {(x["model"], x["regime"]) for x in rows} == {("KN5", "1M tokens, counts"),
+                                                         ("**course model, tied**", "course model: 40k tokens"),
+                                                         ("**course model, untied**", "course model: 40k tokens")}
+    path = Path(tmp_path) / "04_weight_tying.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert [(x["model"], x["test ppl"]) for x in R.headline_rows(path)] == [("course model, untied", "173.25"),
+                                                                            ("course model, tied", "171.50")]
+
+
 def test_a_missing_run_stops_the_page_in_one_sentence(monkeypatch):
     from lmcourse.store import reference_runs
 

@@ -4,8 +4,10 @@ Rows live in a small JSON file per (dataset, scale) in the cache folder, so less
 already holds lesson 01's models. The file is sealed with its checksum (:mod:`lmcourse.checksum`) and
 replaced whole through a temporary file unique to the writer; a file that does not match its
 checksum is moved aside (``.corrupt``) with one warning, never read as other numbers. A lesson shows its own rows and those of the lessons before it
-(``show(lesson="04")``), never rows that a later lesson left in the file. Published numbers from
-:mod:`lmcourse.literature` sit beside them, each with its source and table.
+(``show(lesson="04")``), never rows that a later lesson left in the file, in one table per regime (what
+the rows were measured on: corpus, training tokens, sizes, epochs), so that no table ranks models trained
+on different text. Published numbers from :mod:`lmcourse.literature` follow in a table of their own, each
+with its source and table.
 """
 from __future__ import annotations
 
@@ -29,6 +31,14 @@ class Row:
     params: int | None = None
     note: str = ""
     regime: str = ""
+
+
+REGIME_HEADING = "**Regime:**"  # the line above each regime's table (the results page reads it back)
+
+
+def _num(v) -> str:
+    """A table cell: blank for None, two decimals for a float, thousands separators for a count."""
+    return "" if v is None else f"{v:,.2f}" if isinstance(v, float) else f"{v:,}"
 
 
 class Results:
@@ -90,19 +100,37 @@ class Results:
         return min(rows, key=lambda r: r.test_ppl)
 
     def markdown(self, lesson: str | None = None, literature=True) -> str:
-        """The table as Markdown: rows of ``lesson`` and earlier lessons (all when None), the given
-        lesson's rows in bold; then the published rows for the dataset (``literature``: True for all,
-        False for none, or a list of model names as in :data:`lmcourse.literature.PUBLISHED`)."""
-        lines = [f"**{self.dataset}**, scale `{self.scale}`", "",
-                 "| model | lesson | regime | params | valid ppl | test ppl | note |", "|---|---|---|---:|---:|---:|---|"]
-        num = lambda v: "" if v is None else f"{v:,.2f}" if isinstance(v, float) else f"{v:,}"  # noqa: E731
-        rows = [r for r in self.rows if lesson is None or r.lesson <= lesson]
-        for r in sorted(rows, key=lambda r: (r.lesson, -(r.test_ppl or 0))):
-            name = f"**{r.model}**" if lesson is not None and r.lesson == lesson else r.model
-            lines.append(f"| {name} | {r.lesson} | {r.regime} | {num(r.params)} | {num(r.valid_ppl)} | {num(r.test_ppl)} | {r.note} |")
-        for p in self._published(literature):
-            lines.append(f"| *{p.model}* | paper | {self.dataset}, full size | {p.params} | {num(p.valid)} | {num(p.test)} | {p.citation} |")
+        """The table as Markdown, one table per regime: rows of ``lesson`` and earlier lessons (all when None),
+        under a heading naming the regime they were measured on, ``lesson``'s own regimes first and then the
+        earlier ones in the order their lessons came, so that no table sets a model beside one trained on
+        other text or at other sizes; in each, rows sorted by lesson and then from the highest test perplexity
+        down, ``lesson``'s rows in bold. Last, in a table of their own, the published rows for the dataset
+        (``literature``: True for all, False for none, or a list of model names as in
+        :data:`lmcourse.literature.PUBLISHED`): the papers' full-size models."""
+        rows = sorted((r for r in self.rows if lesson is None or r.lesson <= lesson),
+                      key=lambda r: (r.lesson, -(r.test_ppl or 0)))
+        lines = [f"**{self.dataset}**, scale `{self.scale}`"]
+        for regime in self._regimes(rows, lesson):
+            lines += ["", f"{REGIME_HEADING} {regime or 'not recorded'}", "",
+                      "| model | lesson | params | valid ppl | test ppl | note |", "|---|---|---:|---:|---:|---|"]
+            for r in (r for r in rows if r.regime == regime):
+                name = f"**{r.model}**" if lesson is not None and r.lesson == lesson else r.model
+                lines.append(f"| {name} | {r.lesson} | {_num(r.params)} | {_num(r.valid_ppl)} | {_num(r.test_ppl)} "
+                             f"| {r.note} |")
+        published = self._published(literature)
+        if published:
+            lines += ["", f"**Published:** the papers' full-size models on {self.dataset}, another regime again", "",
+                      "| model | params | valid ppl | test ppl | source |", "|---|---:|---:|---:|---|"]
+            lines += [f"| *{p.model}* | {p.params} | {_num(p.valid)} | {_num(p.test)} | {p.citation} |"
+                      for p in published]
         return "\n".join(lines)
+
+    @staticmethod
+    def _regimes(rows: list, lesson: str | None) -> list:
+        """The regimes of ``rows`` in the order the tables come: ``lesson``'s first, then by first appearance."""
+        order = list(dict.fromkeys(r.regime for r in rows))
+        own = [g for g in order if any(r.regime == g and r.lesson == lesson for r in rows)]
+        return own + [g for g in order if g not in own]
 
     def _published(self, literature) -> list:
         if literature is False or literature is None:

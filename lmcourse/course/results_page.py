@@ -36,6 +36,7 @@ from .. import config
 from .. import literature as lit
 from ..errors import MissingFileError
 from .lessons import lesson_id, lessons
+from .results import REGIME_HEADING
 from .seeds import mean_sd
 
 PAGE = "results.html"
@@ -104,31 +105,41 @@ def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
             rungs[rung] = {s: [w["ppl"][rung][s] for w in wrapped] for s in splits}
         oracle = Oracle(corpus.vocab, params)
         floor = {s: perplexity(oracle, x) for s, x in splits.items()}
-    regime = (f"lesson 09's ladder corpus at <code>{scale}</code>: {len(corpus.train):,} training tokens, one LSTM "
-              f"layer of {shared['hidden_size']} units, word vectors E = {shared['emb_size']}, head d = {shared['d']}, "
-              f"{shared['epochs']} epochs, {len(L.SEEDS)} seeds a trained rung")
+    regime = f"{course_model.regime(shared, corpus)} at <code>{scale}</code>, {len(L.SEEDS)} seeds a trained rung"
     return {"rungs": {r: rungs[r] for r in L.RUNGS}, "floor": floor, "regime": regime, "seeds": list(L.SEEDS)}
 
 
 def stored_table(nb: dict) -> list[dict]:
-    """The rows of the last results table a stored notebook shows (``| model | lesson | ... |``), as dicts."""
+    """The rows of the last results table a stored notebook shows (``| model | lesson | ... |``), as dicts: one
+    table per regime under its ``**Regime:**`` heading (:meth:`lmcourse.course.results.Results.markdown`),
+    the regime in each row's ``"regime"``; the published rows' table (no lesson column) is left out."""
     rows = []
     for cell in nb["cells"]:
         for output in cell.get("outputs", []):
             text = "".join(output.get("data", {}).get("text/markdown", ""))
-            if "| model | lesson |" not in text:
-                continue
-            header, found = None, []
-            for line in text.splitlines():
-                if not line.startswith("|") or line.startswith("|---"):
-                    continue
-                cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-                if header is None:
-                    header = cells
-                elif len(cells) == len(header):
-                    found.append(dict(zip(header, cells)))
-            rows = found or rows
+            if "| model | lesson |" in text:
+                rows = _table_rows(text) or rows
     return rows
+
+
+def _table_rows(text: str) -> list[dict]:
+    """The rows of every ``| model | lesson |`` table in ``text``, each with the regime its heading names."""
+    found, header, regime = [], None, ""
+    for line in text.splitlines():
+        if line.startswith(REGIME_HEADING):
+            regime = line[len(REGIME_HEADING):].strip()
+            regime = "" if regime == "not recorded" else regime
+        if not line.startswith("|"):
+            header = None                                  # a table ends at its first line of other text
+            continue
+        if line.startswith("|---"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if header is None:
+            header = cells
+        elif len(cells) == len(header) and header[:2] == ["model", "lesson"]:
+            found.append({"regime": regime, **dict(zip(header, cells))})
+    return found
 
 
 def headline_rows(path: Path) -> list[dict]:

@@ -43,7 +43,7 @@ from ...training.trainer import Trainer, TrainConfig
 
 __all__ = ["RUNS", "LESSON", "NAME", "SEEDS", "TRAINED", "AWD_PTB_DROPOUTS", "AWD_TRAINING", "VARIANT", "RUNG_ONLY",
            "ladder_params", "ladder_corpus", "shared_settings", "rung_settings", "rung_configs", "model_config",
-           "train_config", "fit_on_one_thread", "train_rung", "averaging_epoch", "course_model", "CACHE_GRID"]
+           "train_config", "fit_on_one_thread", "train_rung", "averaging_epoch", "course_model", "regime", "CACHE_GRID"]
 
 LESSON = "09"  # ``make runs LESSONS=09`` regenerates the course model
 NAME = "course-model"  # the stored run's name
@@ -203,6 +203,26 @@ def course_model(rung: str = "AWD recipe", seed: int = 0, scale: Optional[str] =
     run = train_rung(rung_settings(rung, seed, shared), corpus, retrain=retrain, plot=plot, progress=progress,
                      scale=scale)
     return run, corpus
+
+
+def regime(shared: dict, corpus=None) -> str:
+    """What a row of the results table built on the course model was measured on, the one wording of it:
+    ``"course model: 40,011 training tokens, 1 x 64, E = 64, d = 16, 40 epochs"``, that is the training tokens
+    (of ``corpus`` when given, else the variant's nominal count), the LSTM's layers x units :math:`H`, the word
+    vectors' width :math:`E`, the head's dimension :math:`d` and the epochs of ``shared``
+    (:func:`shared_settings`, or a lesson's branch of it, such as lesson 03's wider LSTM), then any corpus
+    field changed from :data:`VARIANT`'s (``n_names 300``)."""
+    missing = [k for k in ("hidden_size", "emb_size", "d", "epochs", "corpus") if k not in shared]
+    if missing:
+        raise ValueError(f"regime() needs the course model's shared settings (shared_settings(scale)); "
+                         f"these lack {', '.join(missing)}.")
+    tokens = len(corpus.train) if corpus is not None else shared["corpus"]["train_tokens"]
+    text = (f"course model: {tokens:,} training tokens, {shared.get('num_layers', 1)} x {shared['hidden_size']}, "
+            f"E = {shared['emb_size']}, d = {shared['d']}, {shared['epochs']} epochs")
+    usual = asdict(Params(**VARIANT))
+    changed = [f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in shared["corpus"].items()
+               if k in usual and not k.endswith("_tokens") and v != usual[k]]
+    return text + (f"; corpus variant with {', '.join(changed)}" if changed else "")
 
 
 def _trained_rungs(scale: str) -> list:
