@@ -1,20 +1,22 @@
 r"""Lesson 03's runs: branches of the course model (:mod:`.course_model`) that differ in their dropout only.
 
-The regime is the course model's with one documented change of sizes (:func:`lesson_shared`): the word vectors
+The regime is the course model's with two documented changes of size (:func:`lesson_shared`): the word vectors
 are :data:`NARROW` times narrower (E = 32 at ``cpu``) and the LSTM layer is :data:`WIDTH` times as wide as they are
 (H = 8 E = 256 at ``cpu``; the course model has H = E = 64). Then the recurrent matrix :math:`W_{hh}` holds most of
-the parameters (the AWD-LSTM's: about half), so the recurrent connection is what overfits. In the course model's own
-regime the word tables hold most of the parameters, and a regulariser of the recurrent connection has little to act
+the parameters (the AWD-LSTM's: about half), so a regulariser of the recurrent connection has much to act on. In
+the course model's own regime the word tables hold most of the parameters, and such a regulariser has little to act
 on. Measured at ``cpu`` (three seeds, test perplexity of the best epoch; the lesson prints them):
 
 - at H = E (the course model) and at H = 3 E, E = 64: neither weight drop alone nor its removal from the full model
   moved test perplexity beyond the seeds' spread;
 - at H = 8 E, E = 32 (this lesson): each regulariser of the recurrent connection alone beats no dropout beyond the
-  spread, weight drop the most; the full model, whose inputs and outputs are already dropped, ends the 40 epochs
-  better *without* weight drop (its best epochs are the last few: it learns slower under more noise; trained for 80
-  epochs, the two end within the spread, 21.33 ± 0.12 with weight drop and 21.14 ± 0.15 without);
+  spread (the masks on :math:`h_{t-1}` only just), with no order among the three; the full model, whose inputs
+  and outputs are already dropped, ends the 40 epochs better *without* weight drop, beyond the spread, while both
+  are still improving (their best epochs are the last few); trained for 80 epochs, the two end within the spread,
+  21.33 ± 0.12 with weight drop and 21.14 ± 0.15 without;
 - in every regime tried, including a rate of 0.75, a fresh mask on :math:`h_{t-1}` at every step did no worse than
-  a locked one: the LSTM's cell :math:`c_t`, which the mask never touches, carries the memory.
+  a locked one (a likely reason, not tested: the LSTM's cell :math:`c_t`, which the mask never touches, carries
+  the memory).
 
 Every variant is a rung's settings (:func:`.course_model.rung_settings`, rungs "LSTM" and "+ dropouts") with a
 change to its ``model`` dict (:func:`variant_changes`), trained by :func:`.course_model.train_rung` under the name
@@ -48,8 +50,8 @@ from ...lm import perplexity
 from ...store.stored_numbers import compute_or_load
 from .course_model import AWD_PTB_DROPOUTS, SEEDS, rung_settings, shared_settings, train_rung
 
-__all__ = ["RUNS", "LESSON", "NAME", "SEEDS", "NARROW", "WIDTH", "RUNGS", "VARIANTS", "BRANCHES", "lesson_shared", "p_recurrent",
-           "variant_changes", "variant_settings", "measure", "variant_numbers"]
+__all__ = ["RUNS", "LESSON", "NAME", "SEEDS", "NARROW", "WIDTH", "RUNGS", "VARIANTS", "BRANCHES", "lesson_shared",
+           "p_recurrent", "variant_changes", "variant_settings", "measure", "variant_numbers"]
 
 LESSON = "03"
 NAME = "03-dropout"
@@ -63,8 +65,8 @@ VARIANTS = ("no dropout",) + BRANCHES[:3] + ("full model",) + BRANCHES[3:]  # th
 
 
 def lesson_shared(scale: str) -> dict:
-    """The course model's shared settings at ``scale`` (:func:`.course_model.shared_settings`) with the lesson's one
-    change of sizes: ``emb_size`` = E / :data:`NARROW` and ``hidden_size`` = :data:`WIDTH` times that (E the course
+    """The course model's shared settings at ``scale`` (:func:`.course_model.shared_settings`) with the lesson's two
+    changes of size: ``emb_size`` = E / :data:`NARROW` and ``hidden_size`` = :data:`WIDTH` times that (E the course
     model's)."""
     emb_size = max(1, shared_settings(scale)["emb_size"] // NARROW)
     return shared_settings(scale, emb_size=emb_size, hidden_size=WIDTH * emb_size)
