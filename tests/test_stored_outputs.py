@@ -173,9 +173,10 @@ def test_a_kernel_run_stores_finished_bars_and_readable_widgets(tmp_path, monkey
     (tmp_path / "cache").mkdir()
     good = write(tmp_path / "01_good.ipynb", CELLS)
     old = write(tmp_path / "02_old.ipynb", [OLD_WAY])
-    seconds = lessons.warm([good, old], scale="ci", store_outputs=True)
-    assert set(seconds) == {"01_good.ipynb", "02_old.ipynb"} and all(s > 0 for s in seconds.values())
-    assert set(lessons.measured_times()) == {"ci/01_good.ipynb", "ci/02_old.ipynb"}
+    with pytest.raises(lessons.NotebookError, match=r"^02_old.ipynb was saved with outputs that .* refuses"):
+        lessons.warm([good, old], scale="ci", store_outputs=True)  # both saved, then the refused one named
+    times = lessons.measured_times()
+    assert set(times) == {"ci/01_good.ipynb", "ci/02_old.ipynb"} and all(s > 0 for s in times.values())
     nb = json.loads(good.read_text())
     assert nb["metadata"]["kernelspec"] == lessons.KERNELSPEC and stamped(nb)
     assert nb["metadata"][STAMP]["scale"] == "ci"

@@ -185,7 +185,9 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
     """Execute each lesson at ``scale`` under one progress bar; ``{lesson name: seconds}``.
 
     With ``store_outputs`` each lesson is saved with its outputs and its stamp; else the
-    outputs are dropped and only the lessons' stored runs (and the measured times) remain.
+    outputs are dropped and only the lessons' stored runs (and the measured times) remain. A saved lesson whose
+    outputs the checker (:func:`.outputs.problems`) refuses is named in a :class:`NotebookError` once every lesson
+    has run and been saved, so ``make lessons`` fails instead of leaving it for the tests to find.
     ``env`` is the kernel's environment (default: this one's); ``after(path, started)`` is called
     once each lesson has run."""
     scale = _scale(scale)
@@ -196,6 +198,7 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
         print(note, file=sys.stderr)
     plan = {Path(p): estimate(scale, Path(p)) for p in paths}
     seconds: dict = {}
+    flagged: list = []  # the stored lessons whose outputs the output checker refuses
     left = "" if note else ", about {remaining} left"  # the estimates are a GPU's: no honest time left on a CPU
     with bar(total=round(sum(plan.values())), unit="s", desc=f"{len(plan)} lessons at {scale}: ", enabled=True,
              bar_format="{desc}{percentage:3.0f}%|{bar}| {elapsed} so far" + left) as progress:
@@ -211,8 +214,11 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
                 nbformat.write(nb, str(path))
                 if unstamped:
                     progress.write(f"{path.name}: {unstamped}")
-                for line in problems(nb):
+                found = problems(nb)
+                for line in found:
                     progress.write(f"{path.name}: {line}")
+                if found:
+                    flagged.append(path.name)
             _record_time(scale, path, took)
             if after is not None:
                 after(path, started)
@@ -222,6 +228,11 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
     for name, took in seconds.items():
         print(f"{name:<34} {took:7.1f} s")
     print(f"{'all ' + str(len(seconds)) + ' lessons':<34} {sum(seconds.values()):7.1f} s at {scale}")
+    if flagged:
+        raise NotebookError(f"{', '.join(flagged)} was saved with outputs that tests/test_stored_outputs.py refuses "
+                            "(the lines above say which): a folder of this machine (set LMCOURSE_DATA to a folder "
+                            "that holds the corpora), a date, or a progress bar left unfinished; change the cell "
+                            "that prints it, then store the lesson again.")
     return seconds
 
 
