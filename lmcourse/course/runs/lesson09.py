@@ -83,8 +83,8 @@ def wrappers(model, corpus, progress: Optional[bool] = False, dyn_grid: Optional
         for decay in d["decays"]:
             passes[lr, decay] = collect(dyneval_rule(model, d, lr, decay, stats), tune, progress=progress)
             tuned[lr, decay] = _finite(_ppl(cached(passes[lr, decay], best)))
-            if min(tuned, key=tuned.get) != (lr, decay):
-                passes.pop((lr, decay))                    # keep the best pass only
+            kept = min(tuned, key=tuned.get)
+            passes = {kept: passes[kept]}                  # only the best pass so far is kept
     lr, decay = min(tuned, key=tuned.get)
     adapting = dyneval_rule(model, d, lr, decay, stats)
     whole = len(tune) == len(corpus.valid)                 # tuned on all of valid: its pass is the rung's valid pass
