@@ -43,6 +43,31 @@ def test_doc_pieces_cover_the_stream_and_start_at_each_doc():
     assert lesson08.doc_pieces(torch.tensor([3, 3]), 1) == [(0, 2)]     # no document marked: one piece
 
 
+def test_half_pieces_cut_every_document_at_its_middle_and_cover_the_stream():
+    tokens = torch.tensor([5, 6, 1, 7, 8, 9, 1, 4, 4])
+    halves = lesson08.half_pieces(tokens, 1)
+    assert halves == [(0, 1), (1, 2), (2, 4), (4, 6), (6, 7), (7, 9)]  # pieces (0, 2), (2, 6), (6, 9)
+    assert [a for a, _ in halves[1:]] == [b for _, b in halves[:-1]] and halves[-1][1] == len(tokens)
+
+
+def test_halves_score_each_half_on_its_own_from_theta_0(model):
+    grid = dict(rule=dict(lesson08.RULE, lrs=[1e-3], decays=[0.0]))
+    corpus = SimpleNamespace(train=stream(400, 1, 50), test=stream(90, 3, 30), vocab=model.vocab)
+    summary = dict(grids=dict(rms=dict(lr=1e-3, decay=0.0)))
+    out = lesson08.halves(model, corpus, summary, grid, progress=False)
+    test = corpus.test
+    stats = gradient_stats(model, corpus.train, batch_size=lesson08.STATS_BATCH, bptt=lesson08.RULE["bptt"])
+    chosen = DynamicEval(model, "rms", lr=1e-3, decay=0.0, eps=grid["rule"]["eps"], bptt=grid["rule"]["bptt"],
+                         stats=stats)
+    for a, b in lesson08.half_pieces(test, 1):                            # (0, 15), (15, 30), (30, 45), ...
+        assert torch.allclose(out["dynamic"][a:b].double(), chosen.score(test[a:b]), atol=1e-5)
+        assert torch.allclose(out["static"][a:b].double(), model.score(test[a:b]), atol=1e-6)
+    carried = chosen.score(test[30:60])                                   # one document, its weights carried
+    assert not torch.allclose(out["dynamic"][45:60].double(), carried[15:], atol=1e-6), "the middle resets"
+    assert set(lesson08.RUNS) == {lesson08.NAME, lesson08.HALVES}
+    assert lesson08.halves_settings(0, "ci") == dict(lesson08.pass_settings(0, "ci"), cut="document halves")
+
+
 def test_with_weights_copies_and_leaves_the_model_alone(model):
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     shifted = {n: p + 0.5 for n, p in before.items()}

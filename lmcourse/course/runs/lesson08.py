@@ -18,6 +18,11 @@ setting with the weights carried along the whole stream) and ``reset`` (the chos
 :math:`\theta_0` and an empty state at every ``<doc>``); and ``drift``, :math:`\lVert\theta - \theta_0\rVert`
 along the test stream for the chosen rule, every 20 segments.
 
+A second stored measurement per seed, ``08-dyneval-halves`` (:func:`halves`, :func:`stored_halves`), cuts every
+test document at its middle and scores each half on its own, from :math:`\theta_0` and an empty state, statically
+and by the chosen rule at its tuned setting: against ``reset``, it says what the weights learned in a document's
+first half is worth to its second half.
+
 :data:`RULE` is the one home of the course's update rule and its grid, for every lesson that evaluates
 dynamically (lesson 09's ``+ dynamic evaluation`` rung included).
 """
@@ -40,10 +45,12 @@ from ...progress import bar
 from ...store.stored_numbers import compute_or_load
 from .course_model import SEEDS, course_model, rung_settings, shared_settings
 
-__all__ = ["NAME", "RUNG", "RULE", "SGD_GRID", "SEGMENTS", "RUNS", "grids", "pass_settings", "rule", "tune", "passes",
-           "stored_passes", "doc_pieces", "with_weights"]
+__all__ = ["NAME", "HALVES", "RUNG", "RULE", "SGD_GRID", "SEGMENTS", "RUNS", "grids", "pass_settings", "rule", "tune",
+           "passes", "stored_passes", "doc_pieces", "half_pieces", "halves", "halves_settings", "stored_halves",
+           "with_weights"]
 
 NAME = "08-dyneval"
+HALVES = "08-dyneval-halves"  # every document's two halves, each scored on its own (:func:`halves`)
 RUNG = "AWD recipe"  # the course model's rung that lesson 08 wraps
 
 # The course's dynamic-evaluation rule (Krause et al. 2018, Section 5: RMS-scaled steps, decay towards the
@@ -76,7 +83,13 @@ def _declared(scale: str) -> list:
     return [pass_settings(seed, scale) for seed in SEEDS]
 
 
-RUNS = {NAME: _declared}
+def halves_settings(seed: int, scale: str) -> dict:
+    """What decides one seed's halves (:func:`halves`): its passes' settings (:func:`pass_settings`), whose tuned
+    rate and decay it reads, and the cut."""
+    return dict(pass_settings(seed, scale), cut="document halves")
+
+
+RUNS = {NAME: _declared, HALVES: lambda scale: [halves_settings(seed, scale) for seed in SEEDS]}
 
 
 def rule(model, grid: dict, lr: float, decay: float, stats=None, bptt: Optional[int] = None) -> DynamicEval:
@@ -113,6 +126,11 @@ def doc_pieces(tokens: torch.Tensor, doc: int) -> list:
     starts = (tokens == doc).nonzero().flatten().tolist()
     edges = sorted({0, *starts, len(tokens)})
     return list(zip(edges[:-1], edges[1:]))
+
+
+def half_pieces(tokens: torch.Tensor, doc: int) -> list:
+    """Every piece of :func:`doc_pieces` cut at its middle: ``[(a, m), (m, b), ...]``, m = a + (b - a) // 2."""
+    return [half for a, b in doc_pieces(tokens, doc) for half in ((a, a + (b - a) // 2), (a + (b - a) // 2, b))]
 
 
 def with_weights(model, weights: dict):
@@ -153,6 +171,38 @@ def passes(model, corpus, grid: dict, progress: Optional[bool] = None) -> dict:
                    seconds=time.perf_counter() - start, stats_segments=stats.n_segments)
     return {"json": json.dumps(summary), "static": static, chosen_grid["method"]: log_p.float(),
             sgd_grid["method"]: other, "reset": reset, "drift": drift.float()}
+
+
+def halves(model, corpus, summary: dict, grid: dict, progress: Optional[bool] = None) -> dict:
+    """Every test document cut at its middle (:func:`half_pieces`), each half scored on its own from
+    :math:`\theta_0` and an empty state: ``static`` and ``dynamic`` (the chosen rule of ``grid`` at the rate and
+    decay its tuning in ``summary`` found), each (N,) in the test stream's order."""
+    chosen_grid = grid["rule"]
+    best = summary["grids"][chosen_grid["method"]]
+    stats = gradient_stats(model, corpus.train, batch_size=STATS_BATCH, bptt=chosen_grid["bptt"], progress=progress)
+    chosen = rule(model, chosen_grid, best["lr"], best["decay"], stats)
+    test = corpus.test
+    pieces = half_pieces(test, model.vocab.stoi["<doc>"])
+    shown = bar(total=len(pieces), desc="halves", unit="piece", enabled=progress)
+    static, dynamic = [], []
+    for a, b in pieces:
+        static.append(model.score(test[a:b]))
+        dynamic.append(chosen.score(test[a:b]))
+        shown.update(1)
+    shown.close()
+    return {"static": torch.cat(static).float(), "dynamic": torch.cat(dynamic).float()}
+
+
+def stored_halves(seed: int, scale: Optional[str] = None, progress: Optional[bool] = None, dataset=None,
+                  recompute: Optional[bool] = None) -> dict:
+    """One seed's halves (:func:`halves`), loaded (the committed numbers, then the user's cache) or computed and
+    stored; the passes they read (:func:`stored_passes`) come first."""
+    scale = scale or config.SCALE
+    found, run, corpus = stored_passes(seed, scale, progress, dataset)
+    model = run.model.to(device()).eval()
+    return compute_or_load(HALVES, halves_settings(seed, scale),
+                           lambda: halves(model, corpus, found["summary"], grids(scale), progress), corpus.vocab,
+                           scale=scale, dataset=config.DATASET if dataset is None else dataset, recompute=recompute)
 
 
 def stored_passes(seed: int, scale: Optional[str] = None, progress: Optional[bool] = None, dataset=None,
