@@ -157,7 +157,7 @@ def test_the_course_models_regime_is_worded_once_from_its_settings():
     corpus = SimpleNamespace(train=torch.zeros(40_011, dtype=torch.long))   # the tokens the corpus really has
     assert course_model.regime(shared, corpus).startswith("course model: 40,011 training tokens, 1 x 64,")
     wide = lesson03.lesson_shared("cpu")                        # lesson 03's branch: its own E and H = WIDTH x E
-    assert f"1 x {wide['hidden_size']}, E = {wide['emb_size']}," in course_model.regime(wide)
+    assert f"1 x {wide['hidden_size']}, E = {wide['emb_size']}, d = 16, {wide['epochs']} epochs" in course_model.regime(wide)
     assert (wide["hidden_size"], wide["emb_size"]) != (64, 64)
     changed = course_model.regime(course_model.shared_settings("cpu", n_names=300, epochs=20))
     assert "20 epochs" in changed and changed.endswith("; corpus variant with n_names 300")

@@ -18,9 +18,10 @@ def test_the_declarations_are_built_from_the_course_model(scale):
 
     shared = lesson03.lesson_shared(scale)
     course = course_model.shared_settings(scale)
-    assert {k for k in shared if shared[k] != course[k]} == {"emb_size", "hidden_size"}  # the lesson's change of sizes
+    assert {k for k in shared if shared[k] != course[k]} == {"emb_size", "hidden_size", "epochs"}  # sizes, schedule
     assert shared["emb_size"] == max(1, course["emb_size"] // lesson03.NARROW)
     assert shared["hidden_size"] == lesson03.WIDTH * shared["emb_size"]
+    assert shared["epochs"] == lesson03.LONGER * course["epochs"] > course["epochs"]
     dropout = registry.settings("03-dropout", scale)
     assert dropout == [lesson03.variant_settings(v, seed, shared) for seed in course_model.SEEDS
                        for v in lesson03.VARIANTS]
