@@ -20,8 +20,8 @@ on. Measured at ``cpu`` (three seeds, test perplexity of the best epoch; the les
 - in every regime tried, including a rate of 0.75, a fresh mask on :math:`h_{t-1}` at every step did no worse than
   a locked one (a likely reason, not tested: the LSTM's cell :math:`c_t`, which the mask never touches, carries
   the memory). A mask on :math:`c_{t-1}` itself, tried as a test of that reason, is not a fair comparison: scaled by
-  :math:`1/(1-p)` at every step it compounds along the cell's own recurrence (the fresh mask diverged at rate 8, the
-  locked one ended at 39.7); a plain tanh RNN (memory in :math:`h_t`) at rate 2 and p = 0.5 was worse with either
+  :math:`1/(1-p)` at every step it compounds along the cell's own recurrence (the fresh mask diverged at the learning
+  rate 8, the locked one ended at 39.7); a plain tanh RNN (memory in :math:`h_t`) at the learning rate 2 and p = 0.5 was worse with either
   mask than without (seed 0: none 23.7, fresh 27.3, locked 29.2, the locked one still improving at 40 epochs).
 
 Every variant is a rung's settings (:func:`.course_model.rung_settings`, rungs "LSTM" and "+ dropouts") with a
