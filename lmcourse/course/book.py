@@ -13,7 +13,9 @@ fetched from the network when a page is read:
 - no script is loaded from a CDN (no require.js, no widget manager): a widget is shown by the
   static copy its output carries (see :mod:`lmcourse.widgets.fallback`), which is what a reader
   without a kernel can use anyway;
-- links between lessons point at the other pages.
+- links between lessons point at the other pages;
+- a cell whose input is hidden (:mod:`lmcourse.course.rendered`: a take-away built from the lesson's
+  numbers) shows its output only.
 
 The pages show the outputs the notebooks were saved with: run ``make lessons`` first to refresh them.
 A lesson saved with an error in one of its cells is refused (naming the lesson and the cell), as is a
@@ -34,6 +36,7 @@ from typing import Optional, Sequence
 from ..errors import LMCourseError, WriteError, sentence
 from .lessons import NOTEBOOKS, NotebookError, lessons, read_notebook
 from .outputs import STAMP
+from .rendered import drop_hidden_inputs
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
@@ -147,6 +150,7 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: 
     pages = []
     for path, nb in zip(paths, notebooks):
         widgets = static_copy(nb)
+        drop_hidden_inputs(nb)
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem,
                                                                           "path": str(Path(path).parent)}})
         page = out / f"{path.stem}.html"

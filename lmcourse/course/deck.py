@@ -7,7 +7,8 @@
 
 ``build`` writes one ``<lesson>.slides.html`` per lesson with nbconvert's slides exporter: the cells of the
 lesson's demo path (their ``slideshow`` stamps, see :mod:`lmcourse.course.slides`), with the outputs the
-notebook was saved with, every picture embedded; cells stamped ``skip`` are left out. Nothing is fetched
+notebook was saved with, every picture embedded; cells stamped ``skip`` are left out, and so is the input of a
+cell whose input is hidden (:mod:`lmcourse.course.rendered`: a take-away shows its Markdown only). Nothing is fetched
 when a deck is read:
 
 - reveal.js is a copy of the pinned npm tarball (:data:`REVEAL_URL`, checked against
@@ -35,6 +36,7 @@ from typing import Optional, Sequence
 
 from .book import MATHJAX_CONFIG, mathjax_source, static_copy, title_of
 from .lessons import lessons
+from .rendered import drop_hidden_inputs
 
 REVEAL_VERSION = "4.6.1"
 REVEAL_URL = f"https://registry.npmjs.org/reveal.js/-/reveal.js-{REVEAL_VERSION}.tgz"
@@ -135,6 +137,7 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, reveal: b
     for path in paths:
         nb = nbformat.read(str(path), as_version=4)
         static_copy(nb)
+        drop_hidden_inputs(nb)
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem,
                                                                           "path": str(Path(path).parent)}})
         deck = out / f"{path.stem}.slides.html"

@@ -12,6 +12,12 @@ The path is declared below as cell ids (cells carry stable ``id``s), one tuple p
 - ``slide``: a new slide (left-right); ``subslide``: a new slide below it (up-down);
 - ``fragment``: appears on the next key press on the same slide; ``-``: continues the slide.
 
+**Hidden inputs.** A cell whose Python only formats what it shows (a take-away built from the lesson's
+numbers, see :mod:`lmcourse.course.rendered`) is listed in ``HIDDEN``: its input is hidden in the notebook
+view, on the RISE slides and in the static decks and book (the cell metadata ``jupyter.source_hidden``,
+JupyterLab's own flag). The stamp writes that flag too, on the cells listed and on no other, so an input
+collapsed or expanded by accident in JupyterLab is put back by the next stamp.
+
 Because other edits move and add cells, the stamps are written by a command that can be re-run at any
 time (``make lessons`` runs it before saving), and ``tests/test_slides.py`` fails when a committed
 notebook's stamps differ from this declaration or a declared id no longer exists::
@@ -34,6 +40,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .catalog import NOTEBOOKS, lesson_id, lessons
+from .rendered import hide_input, input_hidden
 
 SLIDE, SUB, FRAGMENT, ON = "slide", "subslide", "fragment", "-"
 SKIP = "skip"
@@ -124,6 +131,20 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("49172fd0", SLIDE)),                                              # what to take away
 }
 
+# Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
+# listed, on the demo path or off it. A lesson not named here hides no input.
+HIDDEN: dict[str, tuple[str, ...]] = {}
+
+
+def hidden(lesson: str, cell_ids: Sequence[str]) -> set[str]:
+    """The cells of ``lesson`` declared in :data:`HIDDEN`; a declared id the notebook lacks is a KeyError."""
+    chosen = set(HIDDEN.get(lesson, ()))
+    missing = sorted(chosen - set(cell_ids))
+    if missing:
+        raise KeyError(f"Lesson {lesson}'s hidden inputs name cells it no longer has ({', '.join(missing)}): "
+                       "update HIDDEN in lmcourse/course/slides.py to the notebook's current cell ids.")
+    return chosen
+
 
 def declared(lesson: str, cell_ids: Sequence[str]) -> dict[str, str]:
     """``{cell id: slide type}`` for every cell of a lesson: its demo path as declared, the rest ``skip``."""
@@ -138,15 +159,18 @@ def declared(lesson: str, cell_ids: Sequence[str]) -> dict[str, str]:
 
 
 def stamp(nb: dict, lesson: str) -> int:
-    """Write the declared ``slideshow.slide_type`` onto every cell of ``nb`` (a notebook as a dict);
-    returns how many cells changed. Stamping twice changes nothing the second time."""
-    types = declared(lesson, [c["id"] for c in nb["cells"]])
+    """Write the declared ``slideshow.slide_type`` onto every cell of ``nb`` (a notebook as a dict), and the
+    hidden-input flag onto the cells of :data:`HIDDEN` (and off every other); returns how many cells changed.
+    Stamping twice changes nothing the second time."""
+    ids = [c["id"] for c in nb["cells"]]
+    types, hide = declared(lesson, ids), hidden(lesson, ids)
     changed = 0
     for cell in nb["cells"]:
         show = cell["metadata"].setdefault("slideshow", {})
-        if show.get("slide_type") != types[cell["id"]]:
+        moved = show.get("slide_type") != types[cell["id"]]
+        if moved:
             show["slide_type"] = types[cell["id"]]
-            changed += 1
+        changed += moved | hide_input(cell, cell["id"] in hide)
     return changed
 
 
@@ -164,9 +188,13 @@ def stamp_lesson(nb: dict, path: Path) -> Optional[str]:
 
 def differences(nb: dict, lesson: str) -> list[str]:
     """One line per cell whose stamp is not the declared one (empty: the notebook is as declared)."""
-    types = declared(lesson, [c["id"] for c in nb["cells"]])
-    return [f"cell {c['id']}: {c['metadata'].get('slideshow', {}).get('slide_type')!r}, declared {types[c['id']]!r}"
-            for c in nb["cells"] if c["metadata"].get("slideshow", {}).get("slide_type") != types[c["id"]]]
+    ids = [c["id"] for c in nb["cells"]]
+    types, hide = declared(lesson, ids), hidden(lesson, ids)
+    lines = [f"cell {c['id']}: {c['metadata'].get('slideshow', {}).get('slide_type')!r}, declared {types[c['id']]!r}"
+             for c in nb["cells"] if c["metadata"].get("slideshow", {}).get("slide_type") != types[c["id"]]]
+    return lines + [f"cell {c['id']}: input {'hidden' if input_hidden(c) else 'shown'}, declared "
+                    f"{'hidden' if c['id'] in hide else 'shown'}"
+                    for c in nb["cells"] if input_hidden(c) != (c["id"] in hide)]
 
 
 def _write(nb: dict, path: Path) -> None:
