@@ -6,7 +6,10 @@
 - :mod:`.runs`: the runs each lesson stores, one module per lesson; :mod:`.registry` gathers them and
   checks the committed reference runs against them; :mod:`.rank_runs`: lessons 05 and 06's rank-bound runs;
 - :mod:`.lessons`: the lessons executed headless (``make warm``, ``make lessons``, ``make runs``);
-  :mod:`.book`: the static site.
+  :mod:`.book`: the static site; :mod:`.slides` and :mod:`.deck`: the demo paths and their static decks;
+- how a lesson presents: :mod:`.diagrams` (the course's diagrams), :mod:`.rendered` (take-aways as rendered
+  Markdown, hidden inputs), :mod:`.lint` (the mechanical checks), :mod:`.notation` (symbols, the sign of a
+  change, the corpus card).
 """
 from .cmp import cmp
 

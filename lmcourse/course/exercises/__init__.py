@@ -13,6 +13,11 @@ few seconds and does not depend on the notebook's state. The reference answers a
 ``notebooks/solutions/<lesson>.py`` (``ANSWERS``, with deliberately wrong answers in ``WRONG``);
 the test suite runs every check against both, so no exercise can rot. With
 ``LMCOURSE_EXERCISES=strict`` a wrong or missing answer raises instead of printing.
+
+A "predict, then run" exercise declares what the student predicts: ``exercise(id, hint, predicts=...)``, a
+tuple of values (numbers, strings, lists or sets of numbers, dicts of them) or a function returning it when
+the values take work to compute. :mod:`lmcourse.course.lint` then checks that no output stored before the
+exercise's solution shows one of them, so that the lesson does not print the answer before it is asked.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Wrong", "Unsolved", "exercise", "check", "get", "is_unsolved", "choose"]
+__all__ = ["Wrong", "Unsolved", "exercise", "check", "get", "is_unsolved", "choose", "predicted"]
 
 
 class Wrong(AssertionError):
@@ -37,17 +42,26 @@ class Exercise:
     id: str  # "05.rank": lesson number, then a name
     hint: str
     checker: Callable[[Any], str]  # answer -> what a right answer shows; raises Wrong
+    predicts: Any = ()  # what a "predict, then run" exercise asks for: a tuple of values, or a function giving it
 
 
 REGISTRY: dict[str, Exercise] = {}
 
 
-def exercise(id: str, hint: str) -> Callable:
-    """Register ``checker(answer) -> message`` as the check of exercise ``id``."""
+def exercise(id: str, hint: str, predicts: Any = ()) -> Callable:
+    """Register ``checker(answer) -> message`` as the check of exercise ``id``; ``predicts``: the values a
+    student predicts before running a cell (a tuple, or a function of no arguments returning one)."""
     def register(checker: Callable[[Any], str]) -> Callable[[Any], str]:
-        REGISTRY[id] = Exercise(id, hint, checker)
+        REGISTRY[id] = Exercise(id, hint, checker, predicts)
         return checker
     return register
+
+
+def predicted(id: str) -> tuple:
+    """The values exercise ``id`` asks a student to predict (empty for an exercise that asks for none)."""
+    values = get(id).predicts
+    values = values() if callable(values) else values
+    return tuple(values) if isinstance(values, (tuple, list)) else (values,)
 
 
 def get(id: str) -> Exercise:

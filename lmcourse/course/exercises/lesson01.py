@@ -59,7 +59,8 @@ def check_continuation(answer) -> str:
             "it is what KN backs off to.")
 
 
-@exercise("01.addk-limit", hint="write (c(hw) + k) / (c(h) + kV) for a very large k: which terms still matter?")
+@exercise("01.addk-limit", hint="write (c(hw) + k) / (c(h) + kV) for a very large k: which terms still matter?",
+          predicts=(ADDK_V,))
 def check_addk_limit(answer) -> str:
     value = float(answer)
     if math.isnan(value) or value < 1:

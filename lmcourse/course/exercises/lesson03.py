@@ -53,7 +53,7 @@ def check_embedding(answer) -> str:
 
 
 @exercise("03.word-types", hint="a dropped word type is dropped at every occurrence in the batch: how many random "
-                                "draws decide the fate of the three occurrences?")
+                                "draws decide the fate of the three occurrences?", predicts=(P_EMBED,))
 def check_word_types(answer) -> str:
     value = float(answer)
     if abs(value - P_EMBED) < 1e-9:

@@ -66,7 +66,7 @@ def rows_reference(read=READ, targets=TARGETS, V: int = V_ROWS) -> tuple:
 
 
 @exercise("04.rows", hint="the lookup E[x_t] touches only the rows of the words read; the softmax's normaliser "
-                          "sums over every word of the vocabulary.")
+                          "sums over every word of the vocabulary.", predicts=lambda: rows_reference())
 def check_rows(answer) -> str:
     want_in, want_out = rows_reference()
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
@@ -88,7 +88,7 @@ def share_limit_reference(E: int = E_LIMIT) -> float:
 
 
 @exercise("04.share-limit", hint="write the untied count as V (2E + 1) + 4 (2E^2 + 2E) and the saving as V E; "
-                                 "divide and let V grow.")
+                                 "divide and let V grow.", predicts=lambda: (share_limit_reference(),))
 def check_share_limit(answer) -> str:
     value, want = float(answer), share_limit_reference()
     if abs(value - want) < 5e-4:

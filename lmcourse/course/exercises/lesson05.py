@@ -97,7 +97,8 @@ def knee_reference() -> int:
     return min_softmax_dim(lookup_log_probs(Params(n_values=KNEE_VALUES)))
 
 
-@exercise("05.knee", hint=f"the table is 100 keys x {KNEE_VALUES} values of full rank; which rank decides an exact "
+@exercise("05.knee", predicts=lambda: (knee_reference(),),
+          hint=f"the table is 100 keys x {KNEE_VALUES} values of full rank; which rank decides an exact "
                           "fit with a bias, and how does it relate to rank(A)?")
 def check_knee(answer) -> str:
     if isinstance(answer, bool) or not isinstance(answer, int):

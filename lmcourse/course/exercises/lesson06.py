@@ -77,7 +77,8 @@ def _rank_truth() -> dict:
     return ranks
 
 
-@exercise("06.rank", hint="a softmax's log-probabilities are H W^T (rank d) plus a bias and a row shift; a K = 1 "
+@exercise("06.rank", predicts=lambda: (_rank_truth(),),
+          hint="a softmax's log-probabilities are H W^T (rank d) plus a bias and a row shift; a K = 1 "
                           "mixture is one softmax; a mixture's log of a sum is not a product.")
 def check_rank(answer) -> str:
     truth = _rank_truth()

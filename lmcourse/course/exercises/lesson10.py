@@ -76,7 +76,8 @@ def check_block_params(answer) -> str:
     return f"at the lesson's sizes (E = 64, F = 128) one block has {_block_params(64, 128):,} numbers."
 
 
-@exercise("10.reach", hint="layer 1's output at t reads the inputs t - w .. t; layer 2's reads layer 1's outputs at "
+@exercise("10.reach", predicts=(2 * 4,),  # the cell after the check probes reach(2, 4): two layers, a window of 4
+          hint="layer 1's output at t reads the inputs t - w .. t; layer 2's reads layer 1's outputs at "
                            "t - w .. t, and each of those reaches w further back.")
 def check_reach(answer) -> str:
     for L, w in [(1, 35), (2, 35), (3, 10), (6, 512)]:
