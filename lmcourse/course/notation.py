@@ -449,7 +449,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for hit in renames(paths):
-        print(f"{hit['lesson']:>3} c{hit['cell']:<3} {hit['id']:<12} {hit['rename']}: {', '.join(hit['matched'])}")
+        matched = ", ".join(" ".join(m.split()) for m in hit["matched"])
+        print(f"{hit['lesson']:>3} c{hit['cell']:<3} {hit['id']:<12} {hit['rename']}: {matched}")
     return 0
 
 
