@@ -54,7 +54,9 @@ def _bf16_run_stays_close(monkeypatch, device: str, **kw) -> None:
         assert seen["lstm"] == {torch.float32} and len(notes) == 1, (seen, notes)
         assert torch.backends.cpu.get_cpu_capability() in notes[0]
     else:  # the whole forward pass under autocast, nothing said
-        assert seen["lstm"] == {torch.bfloat16} and not notes, (seen, notes)
+        assert not notes, notes
+        if device == "cpu":  # oneDNN's LSTM layer is on CPU autocast's bfloat16 list
+            assert seen["lstm"] == {torch.bfloat16}, seen
 
 
 @pytest.mark.parametrize("wdrop", [0.0, 0.3])  # the LSTM alone, and inside WeightDrop (functional_call)
