@@ -130,6 +130,32 @@ def set_tf32(enabled: bool) -> None:
     torch.backends.cudnn.allow_tf32 = enabled
 
 
+def cpu_kernels() -> str:
+    """What this CPU's kernels can use, as torch reports it, in words: ATen's instruction set
+    (``torch.backends.cpu.get_cpu_capability()``, after ``ATEN_CPU_CAPABILITY``) and whether oneDNN
+    takes bfloat16 (after ``ONEDNN_MAX_CPU_ISA``), e.g. ``"AVX2, oneDNN without bfloat16"``."""
+    return f"{torch.backends.cpu.get_cpu_capability()}, oneDNN {'with' if _onednn_bf16() else 'without'} bfloat16"
+
+
+def _onednn_bf16() -> bool:
+    """oneDNN's own answer: True when its effective instruction set (after ``ONEDNN_MAX_CPU_ISA``) has
+    bfloat16 kernels, AVX-512 or newer. A torch build without oneDNN, or without this report, counts as no."""
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def cpu_bf16_kernels() -> bool:
+    """Whether this CPU's kernels take bfloat16, decided by what torch reports (never by trying a kernel):
+    oneDNN says its kernels take bfloat16 (``torch.ops.mkldnn._is_mkldnn_bf16_supported()``) and ATen's
+    kernels were chosen for AVX-512 (``torch.backends.cpu.get_cpu_capability()``). False on a CPU with AVX2
+    and no AVX-512 (most AMD laptops, many older Intel ones), or where ``ONEDNN_MAX_CPU_ISA`` or
+    ``ATEN_CPU_CAPABILITY`` limits torch to AVX2. There, torch's fused LSTM has no bfloat16 kernel under
+    autocast, and the trainer's ``bf16`` runs it in float32 (:mod:`lmcourse.training.precision`)."""
+    return _onednn_bf16() and torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch (all devices) so a CPU run repeats exactly."""
     random.seed(seed)

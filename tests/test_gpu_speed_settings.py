@@ -1,37 +1,126 @@
-"""The trainer's speed settings: bf16 autocast (its perplexity bounded against float32 on a short run),
-``last.pt`` every N epochs with ``best.pt`` on every improvement, TF32 as an explicit setting."""
+"""The trainer's speed settings: bf16 autocast (its perplexity bounded against float32 on a short run; on a
+CPU whose kernels lack bfloat16, as torch reports it, the LSTM in float32 and one sentence), ``last.pt`` every N
+epochs with ``best.pt`` on every improvement, TF32 as an explicit setting."""
 import math
+import warnings
 
 import pytest
 import torch
+import torch.nn as nn
 from test_train import TRAIN, VALID, model, weights
 
+from lmcourse.config import cpu_bf16_kernels
 from lmcourse.networks.mos import mos_log_probs
+from lmcourse.training import precision
 from lmcourse.training.rundir import RunDir
 from lmcourse.training.trainer import TrainConfig, Trainer
 
 SHORT = dict(epochs=3, batch_size=8, eval_batch_size=4, bptt=10, lr=2.0, clip=0.25, progress=False, live_plot=False)
+NOTE = "this CPU's kernels have no bfloat16 LSTM"  # the sentence a run prints where the LSTM stays in float32
 
 
-def _train(device: str, bf16: bool, **kw):
-    """A short run on ``device``; the model and its final validation perplexity."""
-    m = model(dropout=0.0, dropouth=0.0, dropouti=0.0)
+def _train(device: str, bf16: bool, seen=None, **kw):
+    """A short run on ``device``; the model and its final validation perplexity. ``seen``: a dict that
+    receives the dtypes the LSTM layers and the head returned in training (``"lstm"``, ``"head"``)."""
+    m = model(dropout=0.0, dropouth=0.0, dropouti=0.0, **kw.pop("model", {}))
+    if seen is not None:
+        def spy(key):
+            def record(module, args, out):  # returns None: the output goes on unchanged
+                if m.training:
+                    seen.setdefault(key, set()).add((out[0] if isinstance(out, tuple) else out).dtype)
+            return record
+        for module in m.modules():
+            if isinstance(module, nn.LSTM):
+                module.register_forward_hook(spy("lstm"))
+        m.head.register_forward_hook(spy("head"))
     history = Trainer(m, TRAIN, VALID, TrainConfig(**SHORT, bf16=bf16, **kw)).fit()
     return m, history.rows[-1]["valid_ppl"]
 
 
-def _bf16_run_stays_close(monkeypatch, device: str) -> None:
+def _bf16_run_stays_close(monkeypatch, device: str, **kw) -> None:
     monkeypatch.setenv("LMCOURSE_DEVICE", device)
-    m32, ppl32 = _train(device, bf16=False)
-    m16, ppl16 = _train(device, bf16=True)
+    m32, ppl32 = _train(device, bf16=False, **kw)
+    seen = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m16, ppl16 = _train(device, bf16=True, seen=seen, **kw)
+    notes = [str(w.message) for w in caught if NOTE in str(w.message)]
     assert ppl32 < 0.7 * 12  # it learned: well below a uniform guess over V = 12 words
     assert abs(math.log(ppl16 / ppl32)) < 0.05, (ppl16, ppl32)  # within 5% of float32's perplexity
     assert any(not torch.equal(a, b) for a, b in zip(weights(m16).values(), weights(m32).values()))  # bf16 did act
     assert all(p.dtype == torch.float32 for p in m16.parameters())  # the weights stay float32
+    assert seen["head"] == {torch.bfloat16}  # the head's matrix product ran under autocast
+    if device == "cpu" and not cpu_bf16_kernels():  # torch reports no bfloat16 kernels: the fallback, said once
+        assert seen["lstm"] == {torch.float32} and len(notes) == 1, (seen, notes)
+        assert torch.backends.cpu.get_cpu_capability() in notes[0]
+    else:  # the whole forward pass under autocast, nothing said
+        assert not notes, notes
+        if device == "cpu":  # oneDNN's LSTM layer is on CPU autocast's bfloat16 list
+            assert seen["lstm"] == {torch.bfloat16}, seen
 
 
-def test_bf16_autocast_stays_within_5_percent_of_float32(monkeypatch):
-    _bf16_run_stays_close(monkeypatch, "cpu")
+@pytest.mark.parametrize("wdrop", [0.0, 0.3])  # the LSTM alone, and inside WeightDrop (functional_call)
+def test_bf16_autocast_stays_within_5_percent_of_float32(monkeypatch, wdrop):
+    """On an AVX2 CPU (torch reports no bfloat16 kernels) the LSTM runs in float32 and the run says so in one
+    sentence; on AVX-512 the whole forward pass runs under autocast. Either way within 5% of float32."""
+    _bf16_run_stays_close(monkeypatch, "cpu", model=dict(wdrop=wdrop))
+
+
+class _KernelSpy:
+    """Stands in for ``torch._VF`` inside ``nn.LSTM``: records whether autocast was on and the input's dtype when
+    the fused LSTM kernel was called, then runs the real kernel in float32 (so no machine runs a bfloat16 LSTM)."""
+
+    def __init__(self, real):
+        self.real, self.calls = real, []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def lstm(self, input, hx, *args):
+        if torch.is_grad_enabled():  # a training step's (validation runs without gradients)
+            self.calls.append((torch.is_autocast_enabled("cpu"), input.dtype))
+        with torch.autocast("cpu", enabled=False):
+            return self.real.lstm(input.float(), tuple(h.float() for h in hx), *args)
+
+
+@pytest.mark.parametrize("kind, report, lstm_under_autocast", [
+    ("AVX2 only (AMD laptops, older Intel)", (False, "AVX2"), False),
+    ("AVX-512, oneDNN limited to AVX2", (False, "AVX512"), False),
+    ("AVX2 in ATen, oneDNN with bfloat16", (True, "AVX2"), False),
+    ("AVX-512 with oneDNN's bfloat16", (True, "AVX512"), True),
+])
+def test_bf16_follows_what_torch_reports_about_the_cpu(monkeypatch, kind, report, lstm_under_autocast):
+    """torch's report faked for each kind of CPU: the trainer's bf16 runs the fused LSTM under autocast only where
+    oneDNN takes bfloat16 and ATen's kernels are AVX-512, and otherwise outside it in float32, with one sentence."""
+    import torch.nn.modules.rnn as rnn
+    onednn, capability = report
+    monkeypatch.setenv("LMCOURSE_DEVICE", "cpu")
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    spy = _KernelSpy(rnn._VF)
+    monkeypatch.setattr(rnn, "_VF", spy)
+    assert cpu_bf16_kernels() is lstm_under_autocast
+    assert precision.lstm_in_float32(torch.device("cpu")) is not lstm_under_autocast
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = model()
+        Trainer(m, TRAIN, VALID, TrainConfig(**{**SHORT, "epochs": 1}, max_batches=2, bf16=True)).fit()
+    notes = [str(w.message) for w in caught if NOTE in str(w.message)]
+    training = spy.calls  # the two training batches, two layers each
+    if lstm_under_autocast:
+        assert training == [(True, torch.float32)] * 4 and not notes  # autocast casts it inside the kernel
+    else:
+        assert training == [(False, torch.float32)] * 4, training
+        assert len(notes) == 1 and capability in notes[0] and "float32" in notes[0], notes
+    assert torch.is_autocast_enabled("cpu") is False  # nothing left switched on after the run
+    assert not any(module._forward_pre_hooks for module in m.modules())  # and no hook left behind
+
+
+def test_bf16_autocast_does_nothing_when_off():
+    m = model()
+    with precision.bf16_autocast(m, torch.device("cpu"), enabled=False):
+        assert not torch.is_autocast_enabled("cpu")
+        assert not any(module._forward_pre_hooks for module in m.modules())
 
 
 @pytest.mark.cuda

@@ -1,5 +1,9 @@
 """The attention of lesson 10 and its Transformer: the equations against torch's fused kernel, the causal
 mask, shapes, tying, and the state carried across chunks within the window."""
+import math
+
+import mpmath
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,6 +15,7 @@ from lmcourse.networks.attention import (
     attention_fused,
 )
 from lmcourse.networks.transformer import (
+    PHASE_BLOCK,
     TransformerConfig,
     TransformerLM,
     count_parameters,
@@ -134,6 +139,66 @@ def test_sinusoidal_positions_follow_their_formula():
     assert torch.allclose(p[0, 0], torch.tensor([0.0, 1, 0, 1, 0, 1]))
     omega = torch.tensor([1.0, 10000 ** (-2 / 6), 10000 ** (-4 / 6)])
     assert torch.allclose(p[1, 0, 0::2], torch.sin(3 * omega)) and torch.allclose(p[1, 0, 1::2], torch.cos(3 * omega))
+
+
+def _formula_in_numpy(t, size: int) -> np.ndarray:
+    """An independent float64 reading of the formula, written from the paper: P[t, 2i] = sin(t / 10000^(2i/E)),
+    P[t, 2i+1] = cos(t / 10000^(2i/E))."""
+    t = np.asarray(t, dtype=np.float64)[..., None]
+    out = np.empty(t.shape[:-1] + (size,))
+    out[..., 0::2] = np.sin(t / 10000.0 ** (np.arange(0, size, 2) / size))
+    out[..., 1::2] = np.cos(t / 10000.0 ** (np.arange(1, size, 2) // 2 * 2 / size))
+    return out
+
+
+def _exact(positions, size: int) -> np.ndarray:
+    """The sinusoid at 40 digits (mpmath), rounded to float64 at the end: the reference for long streams."""
+    mpmath.mp.dps = 40
+    omega = [mpmath.power(10000, mpmath.mpf(-2 * (j // 2)) / size) for j in range(size)]
+    return np.array([[float(mpmath.sin(t * w) if j % 2 == 0 else mpmath.cos(t * w)) for j, w in enumerate(omega)]
+                     for t in positions])
+
+
+def test_sinusoidal_angles_are_computed_in_the_model_dtype():
+    """A float64 model's positions are float64 ones: within a few roundings of the angle of an independent float64
+    formula (about 1e-15 near the start); a float32 model's are the direct float32 product, bit for bit, below
+    PHASE_BLOCK (so a float32 model trained inside it reads the same numbers as before)."""
+    t = torch.arange(64).view(-1, 1) + torch.tensor([[0, 1000]])  # (64, 2): two columns, one far along
+    p64 = sinusoidal_positions(t, 16, torch.float64)
+    assert p64.dtype == torch.float64
+    bound = 4 * np.finfo(np.float64).eps * (1 + t.numpy()[..., None])  # a few roundings of an angle of size t
+    assert (np.abs(p64.numpy() - _formula_in_numpy(t.numpy(), 16)) <= bound).all()
+    assert np.abs(p64[:8, 0].numpy() - _formula_in_numpy(np.arange(8), 16)).max() <= 2e-15
+    model = small().double()
+    x = torch.randint(0, V, (12, 2))
+    start = torch.tensor([[0, 3]])  # (1, B): where each column's stream stands
+    positions = model.embed(x, start) - math.sqrt(16) * model.embedding(x)  # eval mode: no dropout
+    expected = _formula_in_numpy((start + torch.arange(12).view(-1, 1)).numpy(), 16)
+    assert positions.dtype == torch.float64 and np.abs(positions.detach().numpy() - expected).max() <= 2e-15
+    t = torch.randint(0, PHASE_BLOCK, (50, 3))
+    omega = torch.exp(torch.arange(0, 16, 2) * (-math.log(10000.0) / 16))  # the direct float32 product, as before
+    angle = t.unsqueeze(-1).float() * omega
+    direct = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+    p32 = sinusoidal_positions(t, 16)
+    assert p32.dtype == torch.float32 and torch.equal(p32, direct)
+
+
+def test_a_long_stream_keeps_accurate_angles():
+    """Positions far into a stream (the Penn Treebank test text read as one stream ends at 82,430; a million; either
+    side of a block's edge) against the sinusoid at 40 digits: float32 stays within 2e-4 everywhere, where the
+    direct float32 product is off by more than 1e-3, and float64 within t * 1e-15."""
+    positions = ([0, 1, 7, PHASE_BLOCK - 1, PHASE_BLOCK, PHASE_BLOCK + 1, 2 * PHASE_BLOCK + 3]
+                 + list(range(82_400, 82_431)) + [10**6, 10**6 + 1])
+    t = torch.tensor(positions).view(-1, 1)  # (N, 1)
+    exact = _exact(positions, 64)
+    err32 = np.abs(sinusoidal_positions(t, 64)[:, 0].double().numpy() - exact)
+    err64 = np.abs(sinusoidal_positions(t, 64, torch.float64)[:, 0].numpy() - exact)
+    assert err32.max() < 2e-4, err32.max()
+    assert (err64 <= 1e-15 * (1 + np.array(positions)[:, None])).all(), err64.max()
+    omega = torch.exp(torch.arange(0, 64, 2) * (-math.log(10000.0) / 64))
+    angle = t.unsqueeze(-1).float() * omega  # the direct product in float32: the test can tell it apart
+    direct = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)[:, 0].double().numpy()
+    assert np.abs(direct - exact)[positions.index(82_430)].max() > 1e-3
 
 
 def test_dropout_is_active_in_training_only():

@@ -28,6 +28,14 @@ normalised inputs of the last ``window`` positions (keys and values are computed
 stream position of the next token. So reading a stream in chunks gives the same numbers as reading
 it whole, and truncated backpropagation through time works as for the LSTM (the remembered inputs
 are detached between windows).
+
+**Stream position.** The position :math:`t` a token gets is its place in its column of the stream since
+the state began: ``init_state`` starts every column at 0, and each chunk read moves it on by the
+chunk's length (the trainer starts a fresh state every epoch; ``score`` one per call). It is not
+bounded: the Penn Treebank's test text scored as one stream reaches 82,430. The sinusoid's angles
+stay accurate at any position (:func:`sinusoidal_positions` reduces whole blocks of :data:`PHASE_BLOCK`
+positions modulo :math:`2\pi` in float64) and are computed in the model's dtype (float64 for a
+float64 model; float32 for a float32, bfloat16 or float16 one).
 """
 from __future__ import annotations
 
@@ -45,9 +53,13 @@ from .base import NeuralLM
 from .models import SoftmaxHead
 
 __all__ = ["TransformerConfig", "TransformerLM", "TransformerState", "TransformerOutput", "sinusoidal_positions",
-           "POSITIONS"]
+           "POSITIONS", "PHASE_BLOCK"]
 
 POSITIONS = ("sinusoidal", "learned")
+# Positions per block of sinusoidal_positions: below it the angle t * omega is computed directly in the model's
+# dtype, above it the whole blocks' phase is reduced modulo 2 pi first. 4,096 covers the positions a lesson-sized
+# stream reaches in training (the course model's 40,011 training tokens in 10 columns: 4,001 per column).
+PHASE_BLOCK = 4096
 
 
 @dataclass
@@ -128,11 +140,24 @@ class TransformerOutput(NamedTuple):
     outputs: list  # the same (the residual stream is not dropped out as a whole)
 
 
-def sinusoidal_positions(t: torch.Tensor, size: int) -> torch.Tensor:  # (T, B) -> (T, B, size)
+def sinusoidal_positions(t: torch.Tensor, size: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     r""":math:`P_{t,2i} = \sin(t\,\omega_i)`, :math:`P_{t,2i+1} = \cos(t\,\omega_i)`,
-    :math:`\omega_i = 10000^{-2i/E}`."""
-    omega = torch.exp(torch.arange(0, size, 2, device=t.device) * (-math.log(10000.0) / size))  # (ceil(E/2),)
-    angle = t.unsqueeze(-1).to(omega.dtype) * omega  # (T, B, ceil(E/2))
+    :math:`\omega_i = 10000^{-2i/E}`, for the integer stream positions ``t`` (T, B): (T, B, ``size``) in ``dtype``.
+
+    The angles are computed in ``dtype`` (float64 for a float64 model), with the position split as
+    :math:`t = qP + r`, :math:`0 \le r < P` (:data:`PHASE_BLOCK`): :math:`r\,\omega_i` in ``dtype``, plus the
+    phase :math:`qP\,\omega_i` reduced modulo :math:`2\pi` (the sine's own period) in float64. That is the
+    angle :math:`t\,\omega_i` less whole turns, so the sines are the same, but ``dtype`` never multiplies a
+    position of :math:`P` or more, and a long stream keeps accurate angles: in float32 at most about 1.5e-4
+    radians off at any position (measured against 40-digit arithmetic; the direct float32 product is about
+    3e-3 off near position 82,430, where the Penn Treebank test text read as one stream ends, and 0.03 at a
+    million), in float64 about :math:`t \cdot 10^{-16}`. Below :math:`P` the angle is the direct product
+    :math:`t\,\omega_i` bit for bit."""
+    omega = torch.exp(torch.arange(0, size, 2, device=t.device, dtype=dtype) * (-math.log(10000.0) / size))
+    omega64 = torch.exp(torch.arange(0, size, 2, device=t.device, dtype=torch.float64) * (-math.log(10000.0) / size))
+    q, r = t.div(PHASE_BLOCK, rounding_mode="floor"), t.remainder(PHASE_BLOCK)  # (T, B) each
+    phase = ((q * PHASE_BLOCK).unsqueeze(-1).to(torch.float64) * omega64).remainder(2 * math.pi)  # (T, B, ceil(E/2))
+    angle = r.unsqueeze(-1).to(dtype) * omega + phase.to(dtype)  # + 0 below P: the direct product, unchanged
     return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)[..., :size]  # (T, B, E)
 
 
@@ -212,7 +237,8 @@ class TransformerLM(NeuralLM):
         e = self.embedding(x)  # (T, B, E)
         if self.config.positions == "sinusoidal":  # word vectors scaled by sqrt(E), as in Vaswani et al. 2017, 3.4
             t = position + torch.arange(x.size(0), device=x.device).view(-1, 1)  # (T, B)
-            e = e * math.sqrt(self.config.emb_size) + sinusoidal_positions(t, self.config.emb_size).to(e.dtype)
+            angles = torch.promote_types(e.dtype, torch.float32)  # the model's dtype; float32 at least for half ones
+            e = e * math.sqrt(self.config.emb_size) + sinusoidal_positions(t, self.config.emb_size, angles).to(e.dtype)
         return self.drop(e)
 
     def forward(self, x: torch.Tensor, state: Optional[TransformerState] = None) -> TransformerOutput:

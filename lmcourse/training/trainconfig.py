@@ -69,7 +69,9 @@ class TrainConfig:
     Speed: ``checkpoint_every``: write ``last.pt`` (the resume state) every N epochs and at the run's
     last one (``best.pt`` is still written whenever validation improves); a resumed run continues from
     the last one written. ``bf16``: the training steps' forward passes under bfloat16 autocast (matrix
-    products in bf16, softmaxes and losses in float32; validation stays float32). ``tf32``: True or
+    products in bf16, softmaxes and losses in float32; validation stays float32); on a CPU whose kernels
+    lack bfloat16 (AVX2 without AVX-512, as torch reports it) torch's LSTM layers run in float32 and the
+    rest under autocast, with one sentence saying so (:mod:`lmcourse.training.precision`). ``tf32``: True or
     False sets TF32 for CUDA's matrix products and cuDNN (:func:`lmcourse.config.set_tf32`) when the
     run starts; None leaves torch's setting alone.
     """

@@ -63,6 +63,7 @@ from .checkpoint import check_writable_file, copy_state, save_checkpoint
 from .optim import averaged_weights, make_optimizer, optimizer_name, scaled_lr, set_lr, should_switch_to_asgd
 from .lock import RunLock, claim_on_every_rank
 from .losses import DIVERGENCE_MARGIN, agree, epoch_means, first_diverged, loss_limit
+from .precision import bf16_autocast, fallback_note, lstm_in_float32
 from .resume import capture_rng, restore, saved_run, snapshot
 from .rundir import BEST, RunDir
 from .trainconfig import MIN_WINDOW, RESUMABLE_CHANGES, History, TrainConfig, load_run_config
@@ -275,7 +276,7 @@ class Trainer:
             cols = slice(j * s, (j + 1) * s)
             last = j == n - 1
             with self.net.no_sync() if self.parallel and not last else nullcontext():  # one gradient sync a step
-                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):  # opt-in
+                with bf16_autocast(self.model, self.device, cfg.bf16):  # opt-in; the LSTM in float32 where it must
                     out = self.net(x[:, cols] if n > 1 else x, self.model.detach_state(state))
                     loss = token_nll(out.logits, y[:, cols] if n > 1 else y, self.log_probs)  # mean over t*S tokens
                     objective, penalty = self._objective(loss, out)
@@ -416,6 +417,9 @@ class Trainer:
         seed_everything(cfg.seed + self.rank)  # dropout masks differ between ranks
         self.device = device()
         self.model.to(self.device)
+        if cfg.bf16 and self.main and lstm_in_float32(self.device) and any(
+                isinstance(m, torch.nn.LSTM) for m in self.model.modules()):
+            warnings.warn(fallback_note(), UserWarning, stacklevel=4)
         train = batchify(self.train_tokens, cfg.batch_size)[:, columns]  # (T, B/W): this rank's columns
         self.train_data = train.contiguous().to(self.device)
         self.valid_data = batchify(self.valid_tokens, cfg.eval_batch_size).to(self.device)  # (T', B')
