@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from . import Unsolved, Wrong, exercise
+from .registry import Unsolved, Wrong, exercise
 
 DISCOUNTS = (0.1, 0.3, 0.5, 0.7, 0.9)  # the grid of exercise 01.discount
 ADDK_V = 1_000  # the vocabulary size of exercise 01.addk-limit

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from . import Wrong, exercise, multiple_choice
+from .registry import Wrong, exercise, multiple_choice
 
 STREAM, COLUMNS, BPTT = 1_000, 16, 35  # exercise 02.batches
 LAG, RATIO, BIASES = 50, 1e-3, (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)  # exercise 02.forget-bias

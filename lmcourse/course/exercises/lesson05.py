@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import torch
 
-from . import Wrong, exercise, multiple_choice
+from .registry import Wrong, exercise, multiple_choice
 
 KNEE_VALUES = 40              # 05.knee: values in the lookup table
 SHARP_FROM, SHARP_TO, SHARP_D = 2.5, 5.0, 16  # 05.sharpness: the knob moves, the fit's dimension

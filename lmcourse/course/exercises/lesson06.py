@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from . import Wrong, exercise
+from .registry import Wrong, exercise
 
 RANK_N, RANK_V, RANK_D, RANK_K = 60, 40, 3, 2  # 06.rank: contexts, words, dimension, experts
 RTOL = 1e-8  # numerical rank: singular values above RTOL x the largest

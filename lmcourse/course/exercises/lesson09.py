@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from . import Wrong, exercise
+from .registry import Wrong, exercise
 
 __all__ = ["check_trigger", "check_mix", "check_window_mean", "check_earliest_switch"]
 

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from . import Wrong, exercise
+from .registry import Wrong, exercise
 
 __all__ = ["check_attention", "check_block_params", "check_reach"]
 
