@@ -48,7 +48,7 @@ from .. import config
 from ..checksum import seal, verify
 from ..errors import CorpusError, check_int, check_number
 from ..vocab import EOS, UNK, Vocab
-from . import download
+from . import download, embedded
 
 NAMES = config.DATASETS
 LEVELS = ("word", "char")
@@ -189,8 +189,6 @@ def _locate(name, data_dir) -> tuple[str, list[Path], Optional[Path]]:
     if isinstance(name, str) and not name.strip():
         raise _unknown(name)
     if name is None or name == config.EMBEDDED:
-        from . import embedded  # generated on first use
-
         folder = Path(embedded.ensure() if data_dir is None else embedded.ensure(Path(data_dir) / config.EMBEDDED))
         return config.EMBEDDED, _split_files(folder), folder / "vocab.txt"
     if isinstance(name, str) and name in download.SOURCES:

@@ -37,6 +37,7 @@ from .grammar import (
     build_lexicon,
     preference_mass,
 )
+from ..config import cache_dir
 
 FORMAT = 6  # bump when the story or its word lists change, so stale caches and stored runs are left alone
 NAME_SLOT, VALUE_SLOT = -1, -2
@@ -254,7 +255,6 @@ def ensure(folder: Path | None = None, params: Params = Params()) -> Path:
     half-written) is generated again: the same seed gives the same bytes.
     """
     if folder is None:
-        from ..config import cache_dir
         folder = cache_dir() / f"embedded-{params.seed}-{_key(params)}"
     folder = Path(folder)
     if not intact(folder):
