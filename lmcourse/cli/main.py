@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 from ..config import check_environment, dataset
-from ..corpora.data import load_corpus
+from ..corpora import data
 from ..corpora.oracle import Oracle
 from ..errors import ConfigError, LMCourseError, one_line_warning as _one_line_warning, sentence
 from ..lm import perplexity
@@ -55,7 +55,7 @@ def _add_data(sub) -> None:
 
 def _run_data(args) -> dict:
     t0 = time.perf_counter()
-    c = load_corpus(dataset() if args.data is None else args.data, level=args.level, min_count=args.min_count)
+    c = data.load_corpus(dataset() if args.data is None else args.data, level=args.level, min_count=args.min_count)
     out = {"data": c.name, "level": c.level, "vocab": len(c.vocab), "train": len(c.train),
            "valid": len(c.valid), "test": len(c.test), "unk_mapped": c.unk_mapped,
            "seconds": round(time.perf_counter() - t0, 3)}
@@ -71,7 +71,7 @@ def _add_oracle(sub) -> None:
 
 def _run_oracle(args) -> dict:
     t0 = time.perf_counter()
-    c = load_corpus()
+    c = data.load_corpus()
     oracle = Oracle(c.vocab)
     out = {"model": "oracle", "data": c.name, "valid_ppl": round(perplexity(oracle, c.valid), 3),
            "test_ppl": round(perplexity(oracle, c.test), 3), "seconds": round(time.perf_counter() - t0, 3)}
