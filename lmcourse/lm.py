@@ -30,9 +30,10 @@ be trained (:class:`~lmcourse.training.trainer.Trainer`), stored
 class. The model provides:
 
 - ``kind`` (a class attribute, a short name such as ``"rnnlm"``), registered with
-  ``register_model(kind, build)``, where ``build(settings: dict) -> model`` makes a fresh model
-  from ``config.as_dict()``. A checkpoint stores ``kind`` and the settings and rebuilds through
-  this registry (a checkpoint without ``kind`` holds an ``"rnnlm"``).
+  ``register_model(kind, build, config=ConfigClass)``, where ``build(settings: dict) -> model`` makes a fresh
+  model from ``config.as_dict()`` and ``ConfigClass`` is the config's dataclass. A checkpoint, a run directory's
+  ``config.json`` and a command-line run's ``preset.json`` store ``kind`` and the settings, and everything that
+  reads them rebuilds through this registry (a record without ``kind`` holds an ``"rnnlm"``).
 - ``config``: its settings, with ``vocab_size`` and ``as_dict()`` (plain, JSON-serialisable data).
 - ``vocab`` (a :class:`~lmcourse.vocab.Vocab` or None), ``eos`` (the id of ``<eos>``), ``device``.
 - ``forward(x, state)``: ``x`` (T, B) token ids, ``state`` from ``init_state``, a previous
@@ -56,18 +57,26 @@ copy would not adapt); torch's recurrent layers in it are handled (cuDNN's block
 
 :class:`lmcourse.networks.base.NeuralLM` implements ``device``, ``eos``, ``stream``, ``score``, the
 step calls (with ``step_outputs``, what the cache reads at a step), ``reorder`` and
-``num_parameters`` from ``forward`` and ``init_state``. How to add a model:
+``num_parameters`` from ``forward`` and ``init_state``.
 
-1. subclass ``NeuralLM`` in a module of its own under ``lmcourse/networks/``, with a ``config``
-   dataclass holding ``vocab_size`` and ``as_dict()``, and a class attribute ``kind``;
-2. write ``forward(x, state)`` returning ``.logits``, ``.h`` and ``.state``, ``init_state`` and
-   ``detach_state`` (override ``reorder`` if the state's batch dimension is not dim 1);
-3. call ``register_model(kind, lambda settings: YourLM(YourConfig(**settings)), config=YourConfig)`` (``config``
-   lets a command-line preset name its fields) at the module's
-   end and import the module in ``lmcourse/networks/__init__.py``;
-4. check it with ``check_neural(model, purpose)`` for each purpose, as ``tests/test_contract.py``
-   does for a GRU: it then trains, checkpoints, resumes and is scored under the cache and
-   dynamic evaluation with no change outside its module.
+How to add a model: write one module under ``lmcourse/networks/``, and nothing else.
+
+1. In it, a config dataclass with ``vocab_size``, ``as_dict()`` and a default for every other field (those
+   defaults are what ``python -m lmcourse train --kind KIND`` trains), and a subclass of ``NeuralLM`` with a
+   class attribute ``kind``;
+2. ``forward(x, state)`` returning ``.logits``, ``.h`` and ``.state``, ``init_state`` and ``detach_state``
+   (override ``reorder`` if the state's batch dimension is not dim 1);
+3. at the module's end, ``register_model(YourLM.kind, lambda settings: YourLM(YourConfig(**settings)),
+   config=YourConfig)``.
+
+No import line is needed anywhere: importing :mod:`lmcourse.networks` imports every module in its folder (as
+the run registry walks its runs), so the kind is registered wherever a model is trained, stored or loaded. The
+model then trains (:class:`~lmcourse.training.trainer.Trainer`; ``python -m lmcourse train --kind KIND --set
+epochs=N``), is stored and rebuilt from a checkpoint, a run directory or a lesson's stored run
+(:func:`~lmcourse.store.stored_runs.train_or_load`), resumes exactly, generates text, and is scored under the
+cache and dynamic evaluation (``python -m lmcourse evaluate RUN_DIR --cache --dyneval``). ``check_neural(model,
+purpose)`` names what it lacks for each purpose; ``tests/test_contract.py`` takes a GRU written in the test and
+the fixed-window MLP of :mod:`lmcourse.networks.window` (whose state is token ids) through all of it.
 """
 from __future__ import annotations
 
@@ -178,8 +187,9 @@ CONFIGS: dict[str, type] = {}  # kind -> its config dataclass, for those registe
 
 
 def register_model(kind: str, build: Callable[[dict], object], config: Optional[type] = None) -> None:
-    """Make checkpoints of ``kind`` rebuild through ``build(settings) -> model`` (see the module docstring);
-    ``config``: the dataclass whose fields ``settings`` holds, so that a preset can name them."""
+    """Make records of ``kind`` rebuild through ``build(settings) -> model`` (see the module docstring);
+    ``config``: the dataclass whose fields ``settings`` holds, which a run's settings, its ``config.json`` and
+    the command line read (without it the kind trains and checkpoints, but has no settings of its own)."""
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"A model kind is a non-empty string such as 'rnnlm', got {kind!r}.")
     if not callable(build):
@@ -203,8 +213,8 @@ def model_builder(kind: str) -> Callable[[dict], object]:
     """The ``build`` registered for ``kind``; one ValueError sentence naming the known kinds if none."""
     if kind not in MODELS:
         known = ", ".join(sorted(MODELS)) or "none"
-        raise ValueError(f"No model of kind {kind!r} is registered (known: {known}): import the module that "
-                         "defines it, which calls lmcourse.lm.register_model.")
+        raise ValueError(f"No model of kind {kind!r} is registered (known: {known}): put the module that defines it "
+                         "in lmcourse/networks/ (or import it first); it calls lmcourse.lm.register_model.")
     return MODELS[kind]
 
 

@@ -1,8 +1,13 @@
 """The neural-model contract of lmcourse.lm: models that are not an RNNLM (a GRU language model
-written here, and lesson 10's Transformer) train, checkpoint, resume bit for bit, are scored under the
-neural cache and dynamic evaluation, and generate text, with nothing in training/ or adapt/ knowing their class."""
+written here, lesson 10's Transformer, and the fixed-window MLP of lmcourse/networks/window.py, whose state is
+token ids) train, checkpoint, resume bit for bit, are scored under the neural cache and dynamic evaluation, and
+generate text, with nothing in training/ or adapt/ knowing their class. The window MLP, which no module but its
+own names, also goes through the command line (train --kind, --resume, evaluate --cache --dyneval from its run
+directory) and a lesson's stored run, built from its kind alone."""
 import copy
+import json
 import math
+import random
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,13 +21,18 @@ import torch.nn as nn
 from lmcourse import lm
 from lmcourse.adapt.cache import NeuralCache
 from lmcourse.adapt.dyneval import DynamicEval, gradient_stats
+from lmcourse.cli.main import main
+from lmcourse.corpora.data import load_corpus
 from lmcourse.errors import CheckpointError
 from lmcourse.lm import MAX_LOG, check_neural, perplexity_from_nll, register_model
 from lmcourse.networks import generate
 from lmcourse.networks.base import NeuralLM
 from lmcourse.networks.transformer import TransformerConfig, TransformerLM
+from lmcourse.store.stored_runs import train_or_load
 from lmcourse.training.checkpoint import load_checkpoint, save_checkpoint
-from lmcourse.training.trainer import TrainConfig, Trainer
+from lmcourse.training.rundir import RunDir
+from lmcourse.training.settings import Adapter
+from lmcourse.training.trainer import TrainConfig, Trainer, load_run_config
 from lmcourse.vocab import Vocab
 
 V = 12
@@ -98,7 +108,17 @@ def transformer(seed=0) -> TransformerLM:
     return model
 
 
-MAKERS = {"gru": gru, "transformer": transformer}
+WINDOW = "window-mlp"  # the kind of lmcourse/networks/window.py, built here from its kind alone
+
+
+def window(seed=0):
+    torch.manual_seed(seed)
+    model = lm.model_builder(WINDOW)(dict(vocab_size=V, context=3, emb_size=6, hidden_size=16))
+    model.vocab = Vocab(["<eos>"] + [f"w{i}" for i in range(V - 1)])
+    return model
+
+
+MAKERS = {"gru": gru, "transformer": transformer, WINDOW: window}
 
 
 def settings(**kw) -> TrainConfig:
@@ -246,6 +266,133 @@ def test_perplexity_from_a_mean_nll_has_one_overflow_rule():
     assert perplexity_from_nll(709.0) == math.exp(709.0)
     assert perplexity_from_nll(MAX_LOG) == math.inf and perplexity_from_nll(1e9) == math.inf
     assert perplexity_from_nll(math.inf) == math.inf and math.isnan(perplexity_from_nll(math.nan))
+
+
+# ------------------------------------------------------------------ the window MLP, end to end
+
+def write_corpus(folder: Path, seed: int = 0, words: int = 30) -> Path:
+    """A small corpus with some structure: a first word from a short list, then any words."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(words)]
+
+    def lines(n):
+        return "".join(" ".join([rng.choice(vocab[:6])] + rng.choices(vocab, k=rng.randint(3, 9))) + "\n"
+                       for _ in range(n))
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 300), ("valid", 60), ("test", 60)):
+        (folder / f"{split}.txt").write_text(lines(n))
+    return folder
+
+
+KIND_ARGS = ["--kind", WINDOW, "--set", "context=3", "--set", "emb_size=8", "--set", "hidden_size=16",
+             "--set", "batch_size=10", "--set", "bptt=10", "--set", "lr=2", "--set", "seed=3"]
+
+
+def cli(capsys, *argv) -> dict:
+    """``python -m lmcourse ...`` in this process; its last stdout line, as JSON."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_the_window_mlp_is_registered_by_its_module_alone():
+    """Adding the model took one module: no other module of the package names its class, config or kind."""
+    assert WINDOW in lm.MODELS and lm.model_config_class(WINDOW).__name__ == "WindowConfig"
+    own = PACKAGE / "networks" / "window.py"
+    for path in PACKAGE.rglob("*.py"):
+        if path != own:
+            text = path.read_text()
+            assert not re.search(r"WindowMLP|WindowConfig|window-mlp", text), f"{path.name} names the window MLP"
+    assert re.search(r"WindowMLP|WindowConfig|window-mlp", own.read_text())  # the pattern does catch it
+
+
+def test_the_window_mlp_trains_resumes_and_is_evaluated_from_the_command_line(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "tiny")
+    out, straight = tmp_path / "run", tmp_path / "straight"
+    common = ["train", "--quiet", "--scale", "ci", "--data", str(corpus), *KIND_ARGS]
+    first = cli(capsys, *common, "--set", "epochs=2", "--out", str(out))
+    assert first["kind"] == WINDOW and first["preset"] is None and first["epochs"] == 2
+    record = json.loads((out / "preset.json").read_text())
+    assert record["cited"] is False and "nothing cited" in record["note"] and record["settings"]["kind"] == WINDOW
+    assert RunDir(out).read_config()["kind"] == WINDOW
+    model_config, train_config = load_run_config(out)  # the run directory builds its kind's config
+    assert type(model_config).__name__ == "WindowConfig" and model_config.context == 3 and train_config.epochs == 2
+    resumed = cli(capsys, *common, "--set", "epochs=3", "--out", str(out), "--resume")
+    whole = cli(capsys, *common, "--set", "epochs=3", "--out", str(straight))
+    assert resumed["epochs"] == whole["epochs"] == 3
+    a, _ = load_checkpoint(out / "best.pt", map_location="cpu")
+    b, _ = load_checkpoint(straight / "best.pt", map_location="cpu")
+    assert type(a).__name__ == "WindowMLP" and a.kind == WINDOW
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), f"{name}: the resumed run is not the uninterrupted one"
+    scored = cli(capsys, "evaluate", str(out), "--cache", "--dyneval")
+    assert scored["wrappers"] == ["dyneval", "cache"] and scored["preset"] is None
+    assert math.isfinite(scored["valid_ppl"]) and math.isfinite(scored["test_ppl"])
+    assert scored["valid_ppl"] != scored["base_valid_ppl"]  # the wrappers changed the scores
+    assert scored["dyneval"]["source"] == "dynamic-evaluation code defaults"  # no paper's settings for a kind
+    rows = generate.sample(a, max_tokens=6, num_samples=2, seed=0)
+    assert len(rows) == 2 and all(len(r) == 6 for r in rows)
+
+
+def test_the_command_line_says_what_a_kind_needs_in_one_sentence(tmp_path, capsys):
+    corpus = str(write_corpus(tmp_path / "tiny"))
+    for argv, pattern in ((["--kind", WINDOW], r"TrainConfig has none for the number of epochs: add --set epochs=N"),
+                          (["--kind", "nope", "--set", "epochs=1"], r"--kind nope: No model of kind 'nope'"),
+                          (["--kind", WINDOW, "--set", "epochs=1", "--set", "kind=rnnlm"], r"train the kind with "
+                                                                                             "--kind")):
+        assert main(["train", "--quiet", "--scale", "ci", "--data", corpus, "--out", str(tmp_path / "x"), *argv]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and re.search(pattern, err[0]), err
+
+
+def test_the_window_mlp_is_a_lesson_style_stored_run(tmp_path, monkeypatch, capsys):
+    """train_or_load trains it once from its settings (the one adapter builds the kind they name) and loads it back
+    from the store as itself."""
+    monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path))
+    monkeypatch.delenv("LMCOURSE_RETRAIN", raising=False)
+    corpus = load_corpus(write_corpus(tmp_path / "tiny"))
+    settings = dict(kind=WINDOW, context=3, emb_size=8, hidden_size=16, epochs=1, batch_size=10, bptt=10, lr=2.0,
+                    seed=0)
+    run_of = Adapter(lambda s: s)
+    calls = []
+
+    def fit():
+        calls.append(1)
+        torch.manual_seed(settings["seed"])
+        model = run_of.build(settings, len(corpus.vocab))
+        model.vocab = corpus.vocab
+        config = run_of.train_config(settings, progress=False, live_plot=False)
+        return model, Trainer(model, corpus.train, corpus.valid, config).fit()
+
+    key = dict(scale="cpu", dataset="tiny", reference_run=False)
+    trained = train_or_load("99-window", settings, fit, corpus.vocab, **key)
+    loaded = train_or_load("99-window", settings, fit, corpus.vocab, **key)
+    assert calls == [1] and not trained.loaded and loaded.loaded
+    assert type(loaded.model).__name__ == "WindowMLP" and loaded.history == trained.history
+    assert torch.equal(loaded.model.score(corpus.valid), trained.model.cpu().score(corpus.valid))
+
+
+def test_a_run_directory_written_before_kinds_reads_as_the_lstms(tmp_path):
+    """The compatibility path (lmcourse.training.compat): a config.json without "kind" holds an rnnlm."""
+    from lmcourse.networks.models import LMConfig, RNNLM
+
+    torch.manual_seed(0)
+    model = RNNLM(LMConfig(vocab_size=V, emb_size=6, hidden_size=8, num_layers=1))
+    model.vocab = gru().vocab
+    fit(model, out_dir=tmp_path, epochs=1, optimizer="sgd")
+    path = tmp_path / "config.json"
+    record = json.loads(path.read_text())
+    assert record["kind"] == "rnnlm"
+    del record["kind"]
+    path.write_text(json.dumps(record))
+    model_config, _ = load_run_config(tmp_path)
+    assert model_config == model.config
+    record["kind"] = WINDOW  # the same file naming another kind is read as that kind's: here, invalid settings
+    path.write_text(json.dumps(record))
+    with pytest.raises(Exception, match="holds settings that are not valid"):
+        load_run_config(tmp_path)
 
 
 @pytest.mark.cuda

@@ -11,7 +11,7 @@ from lmcourse.corpora.data import (
     batchify,
     bptt_batches,
     load_corpus,
-    split_shakespeare,
+    split_one_file,
     variable_bptt_batches,
     words_of,
 )
@@ -215,7 +215,7 @@ def test_embedded_corpus_uses_its_generator_vocabulary():
 def test_shakespeare_split_is_90_5_5_at_line_starts():
     lines = [f"line {i} " + "x" * (i % 13) + "\n" for i in range(997)]
     text = "".join(lines)
-    parts = split_shakespeare(text)
+    parts = split_one_file(text)
     assert "".join(parts) == text
     n, longest = len(text), max(len(s) for s in lines)
     starts = {0} | {i + 1 for i, ch in enumerate(text) if ch == "\n"}

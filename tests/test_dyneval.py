@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmcourse.adapt import dyneval
+from lmcourse.adapt import dyneval, dyneval_steps
 from lmcourse.adapt.dyneval import DynamicEval, from_old_hyperparameters, gradient_stats, grid_search, paper_grid
 from lmcourse.lm import perplexity
 from lmcourse.networks.models import RNNLM, LMConfig, log_softmax
@@ -299,7 +299,7 @@ def test_step_interface_reproduces_score(model, stats):
 def test_step_interface_never_hands_aliases_of_the_model_to_functional_call(model, stats, monkeypatch):
     """cuDNN's LSTM re-flattens substituted weights with ``set_``: each must own its memory, none alias the model."""
     seen = []
-    real = dyneval.functional_call
+    real = dyneval_steps.functional_call  # the step interface's (lmcourse.adapt.dyneval_steps)
     owned = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
     def spy(net, weights, args):  # the adaptation copy's own weights count too: a .detach() of them aliases them
@@ -307,7 +307,7 @@ def test_step_interface_never_hands_aliases_of_the_model_to_functional_call(mode
         seen.extend(w.untyped_storage().data_ptr() in mine or w._is_view() for w in weights.values())
         return real(net, weights, args)
 
-    monkeypatch.setattr(dyneval, "functional_call", spy)
+    monkeypatch.setattr(dyneval_steps, "functional_call", spy)
     dyn = DynamicEval(model, "rms", lr=5e-3, decay=0.02, eps=1e-4, bptt=3, stats=stats)
     state = dyn.start(2)
     for x in tokens(8).view(4, 2):

@@ -11,7 +11,9 @@ Every import counts, including those inside functions. A test below also breaks 
 purpose, so that the checker itself is known to catch it.
 """
 import ast
+import re
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -41,22 +43,22 @@ def room(module: str) -> tuple[str, int]:
     raise AssertionError(f"lmcourse.{head} is on no floor: add it to tests/test_layout.py and lmcourse/README.md.")
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT.parent).with_suffix("")
+def module_name(path: Path, root: Path = ROOT) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__" and len(parts) > 1:
         parts = parts[:-1]
     return ".".join(parts)
 
 
-def _is_module(dotted: str) -> bool:
+def _is_module(dotted: str, root: Path = ROOT) -> bool:
     parts = dotted.split(".")[1:]
-    return ROOT.joinpath(*parts).with_suffix(".py").exists() or ROOT.joinpath(*parts).is_dir()
+    return root.joinpath(*parts).with_suffix(".py").exists() or root.joinpath(*parts).is_dir()
 
 
-def _submodules(package: str) -> set[str]:
-    """Every module of the lmcourse package ``package`` (its files, not its subpackages' files)."""
-    folder = ROOT.joinpath(*package.split(".")[1:])
+def _submodules(package: str, root: Path = ROOT) -> set[str]:
+    """Every module of the package ``package`` (its files, not its subpackages' files)."""
+    folder = root.joinpath(*package.split(".")[1:])
     return {f"{package}.{p.stem}" for p in folder.glob("*.py") if p.stem != "__init__"} | \
            {f"{package}.{p.name}" for p in folder.iterdir() if (p / "__init__.py").is_file()}
 
@@ -70,49 +72,138 @@ def _resolve(name: str, package: list[str]) -> str:
     return ".".join(base + ([name[level:]] if name[level:] else []))
 
 
-def imports_of(source: str, module: str, is_package: bool) -> set[str]:
-    """Every lmcourse module that ``source`` imports, as absolute dotted names (relative ones resolved).
+ANY = "\0"  # a piece of a module name known only at run time
 
-    Counted too: a module named by a string to ``importlib.import_module`` or ``__import__`` (relative to
-    ``__package__`` or to a package given by name), and every module of a package named by a string in a
-    module that walks packages (``pkgutil.iter_modules`` / ``walk_packages``), which is how a registry
-    finds its modules."""
+
+class _Names(ast.NodeVisitor):
+    """The names a module gives to ``importlib.import_module`` / ``__import__``, built at run time or not, and
+    whether it walks packages (``pkgutil.iter_modules`` / ``walk_packages``).
+
+    A name is read as a pattern: string constants, f-strings and ``+`` of strings are followed; ``__name__`` and
+    ``__package__`` are the module's own; a variable bound to a string at the module's top level, or a parameter
+    whose default is one, is read as that string; anything else is :data:`ANY`, a piece known only at run time."""
+
+    def __init__(self, module: str, package: list[str], tree: ast.Module):
+        self.module, self.package = module, package
+        self.constants = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign)
+                          for t in n.targets if isinstance(t, ast.Name)}
+        self.scopes: list[dict] = []
+        self.calls: list[tuple[str, list[str]]] = []  # (pattern, anchor package)
+        self.walks_own = False  # pkgutil over the module's own __path__
+        self.visit(tree)
+
+    def visit_FunctionDef(self, node):
+        args = node.args.args + node.args.kwonlyargs
+        defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults + node.args.kw_defaults
+        self.scopes.append({a.arg: d for a, d in zip(args, defaults)})
+        self.generic_visit(node)
+        self.scopes.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def text(self, node) -> str:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            return "".join(self.text(v.value if isinstance(v, ast.FormattedValue) else v) for v in node.values)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self.text(node.left) + self.text(node.right)
+        if isinstance(node, ast.Name):
+            if node.id == "__name__":
+                return self.module
+            if node.id == "__package__":
+                return ".".join(self.package)
+            for scope in reversed(self.scopes):
+                if node.id in scope:
+                    return ANY if scope[node.id] is None else self.text(scope[node.id])
+            value = self.constants.get(node.id)
+            if isinstance(value, ast.AST):
+                return self.text(value)
+        return ANY
+
+    def visit_Call(self, node):
+        called = getattr(node.func, "attr", getattr(node.func, "id", ""))
+        if called in ("import_module", "__import__") and node.args:
+            anchor = self.package
+            if len(node.args) > 1:
+                anchor = self.text(node.args[1]).split(".")
+            self.calls.append((self.text(node.args[0]), anchor))
+        if called in ("iter_modules", "walk_packages") and node.args and getattr(node.args[0], "id", "") == "__path__":
+            self.walks_own = True
+        self.generic_visit(node)
+
+
+def _matching(pattern: str, root: Path) -> Optional[set]:
+    """The modules under ``root`` that ``pattern`` (with :data:`ANY` pieces) may name; None when it names no known
+    package before its first unknown piece, so no checker could tell which modules it imports."""
+    known = pattern.split(ANY, 1)[0]
+    if not known.startswith(root.name + ".") and known != root.name:
+        return None if ANY in pattern else set()
+    if ANY not in pattern:
+        return {pattern}
+    regex = re.compile(".+".join(re.escape(piece) for piece in pattern.split(ANY)) + r"\Z")
+    return {m for m in all_module_names(root) if regex.match(m)}
+
+
+def runtime_imports(source: str, module: str, is_package: bool, root: Path = ROOT) -> tuple[set[str], list[str]]:
+    """``(modules, unseen)``: the modules of ``root`` that ``source`` names at run time (``import_module``, package
+    walks), and the names it builds that say no package before their unknown piece (which no checker can follow)."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    tree = ast.parse(source)
+    names = _Names(module, package, tree)
+    found, unseen = set(), []
+    for pattern, anchor in names.calls:
+        if pattern.startswith("."):
+            pattern = _resolve(pattern, anchor)
+        modules = _matching(pattern, root)
+        if modules is None:
+            unseen.append(pattern.replace(ANY, "{?}"))
+        else:
+            found |= modules
+    walks = any(isinstance(n, ast.Attribute) and n.attr in ("iter_modules", "walk_packages") for n in ast.walk(tree))
+    if walks:
+        for text in {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}:
+            if text.startswith(root.name + ".") and root.joinpath(*text.split(".")[1:]).is_dir():
+                found |= {text} | _submodules(text, root)
+    if names.walks_own and is_package:
+        found |= _submodules(module, root)
+    return found, unseen
+
+
+def imports_of(source: str, module: str, is_package: bool, root: Path = ROOT) -> set[str]:
+    """Every module of ``root``'s package that ``source`` imports, as absolute dotted names (relative ones resolved).
+
+    Counted too: a module named to ``importlib.import_module`` or ``__import__`` (relative to ``__package__`` or
+    to a package given by name), by a string or a name built at run time (an f-string, ``+``: see :class:`_Names`),
+    and every module of a package walked with ``pkgutil.iter_modules`` / ``walk_packages``, which is how a
+    registry finds its modules."""
+    top = root.name
     package = module.split(".") if is_package else module.split(".")[:-1]
     tree = ast.parse(source)
     found = set()
-    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-    walks = any(isinstance(n, ast.Attribute) and n.attr in ("iter_modules", "walk_packages") for n in ast.walk(tree))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "lmcourse"}
+            found |= {a.name for a in node.names if a.name.split(".")[0] == top}
         elif isinstance(node, ast.ImportFrom):
             target = _resolve("." * node.level + (node.module or ""), package)
-            if target.split(".")[0] != "lmcourse":
+            if target.split(".")[0] != top:
                 continue
             # `from lmcourse.x import y` may name a module y: count it (and not x's __init__) when it is one.
             named = {f"{target}.{alias.name}" for alias in node.names}
-            modules = {m for m in named if _is_module(m)}
+            modules = {m for m in named if _is_module(m, root)}
             found |= modules if modules == named else modules | {target}
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
-                in ("import_module", "__import__"):
-            anchor = package
-            if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
-                anchor = node.args[1].value.split(".")
-            target = _resolve(node.args[0].value, anchor)
-            if target.split(".")[0] == "lmcourse":
-                found.add(target)
-    if walks:
-        for text in strings:
-            if text.startswith("lmcourse.") and ROOT.joinpath(*text.split(".")[1:]).is_dir():
-                found |= {text} | _submodules(text)
-    return found
+    return found | runtime_imports(source, module, is_package, root)[0]
 
 
-def graph() -> dict[str, set[str]]:
-    """module -> the lmcourse modules it imports, for every module of the package."""
-    return {module_name(p): imports_of(p.read_text(encoding="utf-8"), module_name(p), p.name == "__init__.py")
-            for p in all_modules()}
+def all_module_names(root: Path = ROOT) -> set[str]:
+    return {module_name(p, root) for p in sorted(root.rglob("*.py"))}
+
+
+def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """module -> the modules of ``root``'s package it imports, for every module of the package."""
+    return {module_name(p, root): imports_of(p.read_text(encoding="utf-8"), module_name(p, root),
+                                             p.name == "__init__.py", root)
+            for p in sorted(root.rglob("*.py"))}
 
 
 def circles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -204,6 +295,72 @@ def test_the_checker_catches_an_import_circle(sources):
     """A circle made by plain imports, through importlib with a name or a relative name, or through a package walk."""
     edges = {m: imports_of(src, m, is_package=False) for m, src in sources.items()}
     assert circles(edges), edges
+
+
+def test_the_checker_catches_a_circle_through_an_f_string_import_module(tmp_path):
+    """A synthetic package whose registry imports its plugins by an f-string name, and a plugin that imports the
+    registry back: the circle is found (and it is the f-string's edge that closes it)."""
+    pkg = tmp_path / "pkg"
+    (pkg / "plugins").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "plugins" / "__init__.py").write_text(
+        "import importlib\n\n\ndef load(name):\n    return importlib.import_module(f'{__name__}.{name}')\n")
+    (pkg / "plugins" / "alpha.py").write_text("from . import load\n")
+    (pkg / "plugins" / "beta.py").write_text("X = 1\n")
+    edges = graph(pkg)
+    assert edges["pkg.plugins"] == {"pkg.plugins.alpha", "pkg.plugins.beta"}  # the f-string's modules
+    assert circles(edges) == [["pkg.plugins", "pkg.plugins.alpha", "pkg.plugins"]]
+    (pkg / "plugins" / "alpha.py").write_text("X = 2\n")  # the plugin no longer imports the registry back
+    assert circles(graph(pkg)) == []
+
+
+@pytest.mark.parametrize("source, seen", [
+    ("import importlib\nP = 'lmcourse.course.runs'\ndef f(name, package=P):\n"
+     "    importlib.import_module(f'{package}.{name}')", {"lmcourse.course.runs.lesson08"}),
+    ("import importlib\ndef f(name):\n    importlib.import_module('lmcourse.networks.' + name)",
+     {"lmcourse.networks.mos"}),
+    ("from importlib import import_module\ndef f(name):\n    import_module(f'.{name}', __package__)",
+     {"lmcourse.networks.mos"}),
+])
+def test_names_built_at_run_time_are_followed(source, seen):
+    found, unseen = runtime_imports(source, "lmcourse.networks.models", is_package=False)
+    assert seen <= found and not unseen, (found, unseen)
+
+
+def test_every_name_built_at_run_time_says_its_package():
+    """An import_module whose name says no package before its unknown part cannot be followed: none is left."""
+    unseen = {module_name(p): runtime_imports(p.read_text(encoding="utf-8"), module_name(p), p.name == "__init__.py")[1]
+              for p in all_modules()}
+    assert not any(unseen.values()), {m: u for m, u in unseen.items() if u}
+    assert runtime_imports("import importlib\ndef f(name):\n    importlib.import_module(name)", "lmcourse.lm",
+                           False)[1] == ["{?}"]  # the check can fail
+
+
+def imports_inside_functions_without_a_reason(source: str) -> list[str]:
+    """The package's imports written inside a function whose line carries no comment (the reason it is there)."""
+    lines = source.splitlines()
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                inner = isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("lmcourse"))
+                inner = inner or isinstance(node, ast.Import) and any(a.name.startswith("lmcourse") for a in node.names)
+                if inner and "#" not in lines[node.end_lineno - 1]:
+                    found.append(f"line {node.lineno}: {lines[node.lineno - 1].strip()}")
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("path", all_modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_an_import_inside_a_function_says_why_on_its_line(path):
+    found = imports_inside_functions_without_a_reason(path.read_text(encoding="utf-8"))
+    assert not found, "imports inside functions without a reason: move them to the top, or say why:\n" + "\n".join(found)
+
+
+def test_the_reason_checker_catches_a_bare_import_inside_a_function():
+    assert imports_inside_functions_without_a_reason("def f():\n    from ..corpora import data\n") == [
+        "line 2: from ..corpora import data"]
+    assert imports_inside_functions_without_a_reason("def f():\n    from ..corpora import data  # slow\n") == []
+    assert imports_inside_functions_without_a_reason("from ..corpora import data\n") == []
 
 
 def test_the_run_registry_is_imported_by_none_of_its_modules():

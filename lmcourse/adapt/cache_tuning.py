@@ -24,18 +24,9 @@ import torch
 
 from ..lm import check_tokens, perplexity_from_nll
 from ..networks.base import log_softmax
-from ..progress import progress_enabled
-from .cache import (
-    CacheMemory,
-    _number,
-    _skip_first,
-    check_lam,
-    check_mode,
-    check_theta,
-    check_window,
-    mix_global,
-    mix_linear,
-)
+from ..progress import progress_enabled, tqdm
+from .cache import CacheMemory, mix_global, mix_linear
+from .cache_support import check_lam, check_mode, check_theta, check_window, number, skip_first
 
 PIECE = 4096  # positions per progress-bar step
 FIELDS = ("targets", "hidden", "log_p", "z", "log_z")
@@ -67,7 +58,6 @@ class CacheInputs:
 
 
 def _bar(total: int, desc: str, progress: Optional[bool]):
-    from ..progress import tqdm
     return tqdm(total=total, desc=desc, unit="tok", unit_scale=True, disable=not progress_enabled(progress),
                 leave=False)
 
@@ -115,7 +105,7 @@ def _mixed(inputs: CacheInputs, l_all, l_match, weights, mode: str, window: int,
         out = mix_linear(lp, l_all, l_match, w)
     else:
         out = mix_global(inputs.z.to(lp), inputs.log_z.to(lp), l_all, l_match, w)
-    return _skip_first(out, lp, 0, window) if pointer_compat else out
+    return skip_first(out, lp, 0, window) if pointer_compat else out
 
 
 def _weights(mode: str, lams, alphas) -> list[float]:
@@ -125,7 +115,7 @@ def _weights(mode: str, lams, alphas) -> list[float]:
         return [check_lam(float(v)) for v in lams]
     if alphas is None:
         raise ValueError("mode='global' needs alpha values: pass alphas=[...].")
-    return [_number(float(v), "alpha") for v in alphas]
+    return [number(float(v), "alpha") for v in alphas]
 
 
 def cache_scores(inputs: CacheInputs, theta: float, window: int, lam: Optional[float] = None,

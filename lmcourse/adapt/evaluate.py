@@ -9,6 +9,10 @@ from __future__ import annotations
 from typing import Optional
 
 from ..lm import perplexity
+from .cache import NeuralCache
+from .cache_tuning import collect, grid_search as cache_grid
+from .dyneval import (DEFAULTS, DynamicEval, PAPER_SETTINGS, from_old_hyperparameters, gradient_stats,
+                      grid_search as dyneval_grid, paper_grid)
 
 __all__ = ["evaluate_model", "CACHE_THETAS", "CACHE_LAMS", "TUNE_TOKENS"]
 
@@ -23,8 +27,6 @@ def _ppl(model, tokens) -> float:
 
 def _dyneval_settings(evaluation: dict, stats) -> tuple[dict, str]:
     """The papers' dynamic-evaluation settings (converted from their old scaling), else the code's defaults."""
-    from .dyneval import DEFAULTS, PAPER_SETTINGS, from_old_hyperparameters
-
     paper = evaluation.get("dyneval")
     if paper:
         settings = from_old_hyperparameters(**PAPER_SETTINGS[paper["paper"]], n_segments=stats.n_segments,
@@ -44,12 +46,6 @@ def evaluate_model(model, train, valid, test, cache: bool = False, dyneval: bool
     tokens; the cache: :data:`CACHE_THETAS` x :data:`CACHE_LAMS`), else ``evaluation`` (a preset's
     paper settings), else the packages' defaults. Test text is never used to choose anything.
     """
-    from .cache import NeuralCache
-    from .cache_tuning import collect
-    from .cache_tuning import grid_search as cache_grid
-    from .dyneval import DynamicEval, gradient_stats, paper_grid
-    from .dyneval import grid_search as dyneval_grid
-
     evaluation = evaluation or {}
     out = {"base_valid_ppl": _ppl(model, valid), "base_test_ppl": _ppl(model, test)}
     scorer = model

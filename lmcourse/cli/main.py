@@ -23,6 +23,11 @@ import os
 import sys
 import time
 import traceback
+from ..config import check_environment, dataset
+from ..corpora import data
+from ..corpora.oracle import Oracle
+from ..errors import ConfigError, LMCourseError, one_line_warning as _one_line_warning, sentence
+from ..lm import perplexity
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -49,11 +54,8 @@ def _add_data(sub) -> None:
 
 
 def _run_data(args) -> dict:
-    from ..config import dataset
-    from ..corpora.data import load_corpus
-
     t0 = time.perf_counter()
-    c = load_corpus(dataset() if args.data is None else args.data, level=args.level, min_count=args.min_count)
+    c = data.load_corpus(dataset() if args.data is None else args.data, level=args.level, min_count=args.min_count)
     out = {"data": c.name, "level": c.level, "vocab": len(c.vocab), "train": len(c.train),
            "valid": len(c.valid), "test": len(c.test), "unk_mapped": c.unk_mapped,
            "seconds": round(time.perf_counter() - t0, 3)}
@@ -68,12 +70,8 @@ def _add_oracle(sub) -> None:
 
 
 def _run_oracle(args) -> dict:
-    from ..corpora.data import load_corpus
-    from ..corpora.oracle import Oracle
-    from ..lm import perplexity
-
     t0 = time.perf_counter()
-    c = load_corpus()
+    c = data.load_corpus()
     oracle = Oracle(c.vocab)
     out = {"model": "oracle", "data": c.name, "valid_ppl": round(perplexity(oracle, c.valid), 3),
            "test_ppl": round(perplexity(oracle, c.test), 3), "seconds": round(time.perf_counter() - t0, 3)}
@@ -89,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     (:class:`lmcourse.errors.LMCourseError`, or ``ValueError`` / ``TypeError`` from argument
     checks). Register it here with one line; :func:`main` reports its errors and adds ``--debug``.
     """
-    from . import ngram, reproduce, word_lstm
+    from . import ngram, reproduce, word_lstm  # here, inside main's handling: a failed import is one line
 
     parser = Parser(prog="python -m lmcourse", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,7 +114,6 @@ def main(argv=None) -> int:
     """Run one command; return the exit status (0 when it worked). Never lets a traceback through."""
     import warnings
 
-    from ..errors import one_line_warning as _one_line_warning
 
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     debug = "--debug" in argv
@@ -128,11 +125,7 @@ def main(argv=None) -> int:
 
 
 def _main(argv: list, debug: bool) -> int:
-    from ..errors import ConfigError, LMCourseError, sentence
-
     try:
-        from ..config import check_environment
-
         check_environment()
         args = build_parser().parse_args(argv)
         args.run(args)

@@ -1,9 +1,10 @@
-r"""The reproduction path: ``train`` a paper's recipe, ``evaluate`` what it trained.
+r"""The reproduction path: ``train`` a paper's recipe (or any registered model kind), ``evaluate`` what it trained.
 
 ::
 
     python -m lmcourse train --preset awd-lstm-ptb [--data ptb] [--scale gpu] [--out DIR] [--resume | --overwrite]
                              [--set key=value ...] [--from RUN_DIR] [--quiet]
+    python -m lmcourse train --kind KIND --set epochs=N [--set key=value ...] [--data ...] [--out DIR] ...
     python -m lmcourse evaluate RUN_DIR_OR_CHECKPOINT [--data ...] [--cache] [--dyneval] [--tune-on valid]
     torchrun --nproc_per_node=8 -m lmcourse train --preset awd-lstm-ptb      # data-parallel, one GPU each
 
@@ -13,7 +14,9 @@ then ``--set``), trains with :class:`lmcourse.training.trainer.Trainer` into a r
 every random state, the curves) plus ``preset.json`` (the preset, scale, corpus and every setting),
 then scores the best weights on valid and test. ``--resume`` continues the run exactly where its
 last finished epoch left it. A finetuning preset starts from the best weights of the run it
-continues (``--from``, by default that preset's own default folder).
+continues (``--from``, by default that preset's own default folder). ``--kind`` trains a registered model
+kind with its config's defaults (:func:`lmcourse.training.presets.uncited`): no paper's recipe, so nothing is
+cited, no scale shrinks it, and ``preset.json`` says so (``"cited": false``).
 
 A run holds the lock of its folder from the first check to the last line (a second ``train`` on
 the same ``--out`` stops at once, see :class:`lmcourse.training.rundir.RunLock`), and a new run never
@@ -38,6 +41,7 @@ one stream (batch size 1), the way the papers report test perplexity.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -46,17 +50,22 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import torch
-
-from ..checksum import digest
-from ..config import dataset as default_dataset
-from ..config import SCALES, device, seed_everything
-from ..config import scale as default_scale
-from ..errors import LMCourseError, sentence
-from ..training import distributed, presets
 from ..adapt.evaluate import evaluate_model
+from ..checksum import digest
+from ..config import SCALES, device, seed_everything
+from ..config import dataset as default_dataset
+from ..config import scale as default_scale
+from ..corpora.data import load_corpus
+from ..errors import LMCourseError, MissingFileError, sentence
+from ..lm import MODELS, perplexity
+from ..training import distributed, presets
 from ..training.callbacks import Callback, ProgressBar
+from ..training.checkpoint import load_checkpoint
+from ..training.compat import kind_of
 from ..training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes, claim_on_every_rank
+from ..training.settings import build
+from ..training.trainconfig import History
+from ..training.trainer import Trainer
 from .stop import PromptStop, deferred_interrupt
 
 __all__ = ["add_cli", "run_train", "run_evaluate", "default_out", "read_meta", "META"]
@@ -71,18 +80,19 @@ DONE = ("completed", "non-monotone")
 
 def add_cli(subparsers) -> None:
     """Add ``train`` and ``evaluate``."""
-    import argparse
-
     listing = "\n".join("  " + presets.describe(p) for p in presets.PRESETS.values())
     p = subparsers.add_parser(
-        "train", help="train a paper's recipe (a preset) into a run directory",
+        "train", help="train a paper's recipe (a preset), or any model kind, into a run directory",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Train a preset: the paper's recipe at --scale gpu, shrunk in sizes, data and epochs "
-                    "(never in the recipe) at ci and cpu. The last line printed is JSON.",
-        epilog="presets:\n" + listing + "\n\nData-parallel on N GPUs (or CPU processes with gloo): "
-               "torchrun --nproc_per_node=N -m lmcourse train --preset NAME ...")
-    p.add_argument("--preset", required=True, choices=list(presets.PRESETS), metavar="NAME",
-                   help="the recipe (listed below)")
+                    "(never in the recipe) at ci and cpu. Or train a registered model kind with its config's "
+                    "defaults (uncited) and --set on top. The last line printed is JSON.",
+        epilog="presets:\n" + listing + f"\n\nkinds: {', '.join(sorted(MODELS))}\n\nData-parallel on N GPUs (or "
+               "CPU processes with gloo): torchrun --nproc_per_node=N -m lmcourse train --preset NAME ...")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--preset", choices=list(presets.PRESETS), metavar="NAME", help="the recipe (listed below)")
+    what.add_argument("--kind", metavar="KIND", help="a registered model kind, with its config's defaults "
+                                                     "(uncited; give --set epochs=N and any other field)")
     p.add_argument("--data", default=None, help="corpus name or folder (default: the preset's corpus)")
     p.add_argument("--scale", default=None, choices=SCALES,
                    help="gpu: the paper's recipe; ci, cpu: shrunk (default: $LMCOURSE_SCALE, else cpu)")
@@ -122,7 +132,8 @@ _folder.__name__ = "folder path (not empty)"
 
 
 def default_out(preset: presets.Preset, data: str, scale: str) -> Path:
-    """``runs/<preset>-<scale>``, with the corpus's name in it when it is not the preset's own."""
+    """``runs/<preset>-<scale>`` (a kind's name for an uncited one), with the corpus's name in it when it is not
+    the preset's own."""
     if data == preset.data:
         return Path("runs") / f"{preset.name}-{scale}"
     label = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(str(data)).name) or "data"
@@ -131,6 +142,13 @@ def default_out(preset: presets.Preset, data: str, scale: str) -> Path:
 
 def read_meta(folder) -> Optional[dict]:
     """The ``preset.json`` of a run directory (checked field by field), or None when it has none."""
+    record = read_record(folder)
+    return None if record is None else record[0]
+
+
+def read_record(folder) -> Optional[tuple]:
+    """``(meta, preset)``: the ``preset.json`` of a run directory, checked field by field, and the preset it names
+    (a paper's, or the defaults of its model kind); None when the folder has no record."""
     path = Path(folder) / META
     if not path.is_file():
         return None
@@ -141,26 +159,28 @@ def read_meta(folder) -> Optional[dict]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or "settings" not in meta:
         raise LMCourseError(f"{path} is not a train command's record: give the run directory train wrote.")
     edited = f"{path} was changed by hand, so the run it describes is unknown"
-    wrong = next((key for key, kind in (("preset", str), ("scale", str), ("data", str), ("settings", dict),
-                                        ("out", str)) if not isinstance(meta.get(key), kind)), None)
+    cited = meta.get("cited", True)  # records written before --kind: a paper's preset
+    name = (str, type(None)) if cited is False else str
+    wrong = next((key for key, kind in (("preset", name), ("scale", str), ("data", str), ("settings", dict),
+                                        ("out", str), ("cited", bool)) if not isinstance(meta.get(key, cited), kind)),
+                 None)
     if wrong:
         raise LMCourseError(f"{edited} (its {wrong!r} entry is missing or malformed): restore it, or start the run "
                             "again in a new --out.")
-    if meta["preset"] not in presets.PRESETS or meta["scale"] not in SCALES:
-        what = f"preset {meta['preset']!r}" if meta["preset"] not in presets.PRESETS else f"scale {meta['scale']!r}"
+    if (cited and meta["preset"] not in presets.PRESETS) or meta["scale"] not in SCALES:
+        what = f"preset {meta['preset']!r}" if meta["scale"] in SCALES else f"scale {meta['scale']!r}"
         raise LMCourseError(f"{edited} (there is no {what}): restore it, or start the run again in a new --out.")
     try:
         presets.check(meta["settings"])
+        preset = presets.of_record(meta)
     except (TypeError, ValueError) as error:
         raise LMCourseError(f"{edited} ({sentence(error).rstrip('.')}): restore it, or start the run again in a new "
                             "--out.") from None
-    return meta
+    return meta, preset
 
 
 def _splits(data: str, settings: dict):
     """The corpus and its three streams, cut to the recipe's ``*_tokens`` (None: whole)."""
-    from ..corpora.data import load_corpus
-
     corpus = load_corpus(data)
     cut = lambda tokens, n: tokens if n is None else tokens[:n]  # noqa: E731
     return (corpus, cut(corpus.train, settings.get("train_tokens")), cut(corpus.valid, settings.get("valid_tokens")),
@@ -168,8 +188,6 @@ def _splits(data: str, settings: dict):
 
 
 def _ppl(model, tokens) -> float:
-    from ..lm import perplexity
-
     return round(perplexity(model, tokens), 3)
 
 
@@ -192,20 +210,11 @@ class EpochLog(Callback):
 # ------------------------------------------------------------------------------- train
 
 def _model(preset, settings: dict, vocab, source: Optional[Path]):
-    """A fresh model for the recipe (of any registered kind, built through :func:`lmcourse.lm.model_builder`),
+    """A fresh model of the settings' kind (built through the one adapter, :func:`lmcourse.training.settings.build`),
     or the best weights of ``source`` for a finetuning preset."""
-    from ..lm import model_builder
-    from ..training.checkpoint import load_checkpoint
-
-    config = presets.model_config(settings, len(vocab))
     if preset.finetune_of is None:
         seed_everything(settings["seed"])
-        model = model_builder(settings.get("kind", "rnnlm"))(config.as_dict())  # a model too big for this machine: one sentence before anything is allocated
-        if settings.get("init_all"):
-            r = config.init_range
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.uniform_(-r, r)
+        model = build(settings, len(vocab))  # a model too big for this machine: one sentence before anything is allocated
     else:
         best = source / "best.pt"
         if not best.is_file():
@@ -214,11 +223,13 @@ def _model(preset, settings: dict, vocab, source: Optional[Path]):
                                 "or point --from at its run directory.")
         model, _ = load_checkpoint(best, vocab=vocab)
         trained = model.config.as_dict()
-        wanted = config.as_dict()
-        diff = next((k for k in wanted if wanted[k] != trained[k]), None)
-        if diff:
-            raise LMCourseError(f"The run in {source} has {diff}={trained[diff]!r} but {preset.name} at this scale "
-                                f"has {diff}={wanted[diff]!r}: finetune with the scale and --set values it was "
+        wanted = presets.model_config(settings, len(vocab)).as_dict()
+        diff = next((k for k in wanted if wanted[k] != trained.get(k)), None)
+        if diff or model.kind != settings["kind"]:
+            diff = diff or "kind"
+            then, now = (model.kind, settings["kind"]) if diff == "kind" else (trained.get(diff), wanted[diff])
+            raise LMCourseError(f"The run in {source} has {diff}={then!r} but {preset.name} at this scale "
+                                f"has {diff}={now!r}: finetune with the scale and --set values it was "
                                 "trained with.")
     model.vocab = vocab
     return model
@@ -311,7 +322,7 @@ def _check_resume(out: Path, meta_now: dict, resume: bool) -> Optional[dict]:
         if saved[key] != meta_now[key]:
             raise LMCourseError(f"The run in {out} was trained with {key} {saved[key]!r}, not {meta_now[key]!r}: "
                                 "resume with the same command.")
-    then, now = {"kind": "rnnlm", **saved["settings"]}, meta_now["settings"]  # records before kinds: rnnlm
+    then, now = {"kind": kind_of(saved["settings"]), **saved["settings"]}, meta_now["settings"]
     diff = next((k for k in sorted(set(then) | set(now)) if k != "epochs" and then.get(k) != now.get(k)), None)
     if diff:
         raise LMCourseError(f"The run in {out} was trained with {diff}={then.get(diff)!r}, not {now.get(diff)!r}: "
@@ -319,13 +330,27 @@ def _check_resume(out: Path, meta_now: dict, resume: bool) -> Optional[dict]:
     return saved
 
 
-def _plan(args) -> dict:
-    """Everything the command line decides before any file is read: preset, scale, settings, folders."""
-    preset = presets.get(args.preset)
+UNCITED = ("the model kind's config defaults and TrainConfig's, with the --set values on top: no paper's recipe, "
+           "nothing cited, nothing shrunk by the scale")
+
+
+def _plan(args) -> tuple:
+    """``(meta, preset)``: everything the command line decides before any file is read (preset or kind, scale,
+    settings, folders), and the preset it trains."""
+    scale = args.scale or default_scale()
+    if args.kind is not None:
+        try:
+            preset = presets.uncited(args.kind, args.data or default_dataset())
+        except ValueError as error:
+            raise LMCourseError(f"--kind {args.kind}: {sentence(error)}") from None
+        if not any(pair.partition("=")[0].strip() == "epochs" for pair in args.set):
+            raise LMCourseError(f"--kind {args.kind} trains with its config's defaults, and TrainConfig has none for "
+                                "the number of epochs: add --set epochs=N.")
+    else:
+        preset = presets.get(args.preset)
     if args.source is not None and not preset.finetune_of:
         raise LMCourseError(f"--from names the trained run a finetuning preset starts from, and {preset.name} trains "
                             "from scratch: drop --from, or choose a -finetune preset.")
-    scale = args.scale or default_scale()
     settings = presets.resolve(preset, scale, presets.parse_overrides(args.set, preset.kind))
     presets.check(settings)  # bad values stop here, before any file
     data = args.data or preset.data
@@ -336,14 +361,18 @@ def _plan(args) -> dict:
     if source is not None and source.resolve() == out.resolve():
         raise LMCourseError(f"--from and --out are the same folder ({out}): the finetuned run would replace the run "
                             "it starts from; give --out another folder.")
-    return {"format": FORMAT, "preset": preset.name, "scale": scale, "data": data, "settings": settings,
-            "overrides": list(args.set), "from": None if source is None else str(source), "out": str(out)}
+    meta = {"format": FORMAT, "preset": preset.name if preset.cited else None, "scale": scale, "data": data,
+            "settings": settings, "overrides": list(args.set), "from": None if source is None else str(source),
+            "out": str(out)}
+    if not preset.cited:
+        meta.update(cited=False, note=UNCITED)
+    return meta, preset
 
 
 def run_train(args) -> Optional[dict]:
     """The ``train`` command; returns the JSON's dict on rank 0 (None on the other ranks)."""
     t0 = time.perf_counter()
-    meta = _plan(args)
+    meta, preset = _plan(args)
     out = Path(meta["out"])
     distributed.init()  # joins torchrun's process group; nothing outside torchrun
     lock = _claim(out, args.resume, args.overwrite)
@@ -351,15 +380,15 @@ def run_train(args) -> Optional[dict]:
             "with --resume).")
     try:
         with PromptStop(note):  # Ctrl-C ends the process within seconds, even inside a long step
-            return _train(args, meta, t0)
+            return _train(args, meta, preset, t0)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _train(args, meta: dict, t0: float) -> Optional[dict]:
+def _train(args, meta: dict, preset, t0: float) -> Optional[dict]:
     """``train`` once the folder is claimed."""
-    preset, settings, out = presets.get(meta["preset"]), meta["settings"], Path(meta["out"])
+    settings, out = meta["settings"], Path(meta["out"])
     saved = _check_resume(out, meta, args.resume)
     main = distributed.is_main()
     corpus, train, valid, test = _splits(meta["data"], settings)
@@ -372,8 +401,6 @@ def _train(args, meta: dict, t0: float) -> Optional[dict]:
     finished = saved is not None and _finished(out, settings["epochs"])
     bar = not args.quiet and main and not finished
     config = presets.train_config(settings, out_dir=str(out), progress=bar, live_plot=False)
-    from ..training.trainer import Trainer
-
     log = EpochLog(bar_shown=bar)
     trainer = Trainer(model, train, valid, config, callbacks=[ProgressBar(enabled=bar), log], vocab=corpus.vocab)
     aside = Aside(out) if main and saved is None else None  # every check has passed: now the folder changes
@@ -402,10 +429,8 @@ def _train(args, meta: dict, t0: float) -> Optional[dict]:
     if history.stop_reason == "interrupted" or not (kept and (out / "best.pt").is_file()):
         _raise_if_stopped(history.stop_reason, out, kept)  # no score for weights that were not saved
     if finished:
-        from ..training.checkpoint import load_checkpoint
-
         model, _ = load_checkpoint(out / "best.pt", vocab=corpus.vocab)
-    result = {"preset": preset.name, "scale": meta["scale"], "data": corpus.name, "out": str(out),
+    result = {"preset": meta["preset"], **({} if preset.cited else {"kind": preset.kind}), "scale": meta["scale"], "data": corpus.name, "out": str(out),
               "stop_reason": history.stop_reason, "epochs": len(history.rows),
               "best_epoch": (history.best or {}).get("epoch"), "params": model.num_parameters(),
               "valid_ppl": _ppl(model, valid), "test_ppl": _ppl(model, test),
@@ -440,8 +465,6 @@ def _finished(out: Path, epochs: int) -> bool:
 
 def _history_of(out: Path):
     """The run's ``history.json`` (an empty History when there is none yet); one sentence when it was edited."""
-    from ..training.trainconfig import History
-
     path = out / HISTORY
     if not path.is_file():
         return History()
@@ -475,12 +498,14 @@ def _raise_if_stopped(reason: Optional[str], out: Path, kept: bool = True) -> No
 
 # ------------------------------------------------------------------------------- evaluate
 
-def _check_run_model(folder: Path, path: Path, stored: dict) -> None:
+def _check_run_model(folder: Path, path: Path, kind: str, stored: dict) -> None:
     """One sentence when the checkpoint ``path`` holds another model than the run in ``folder`` trained."""
     run = RunDir(folder)
     if not run.file("config.json").is_file():
         return
-    trained = run.read_config()["model"]
+    config = run.read_config()
+    trained = {"kind": kind_of(config), **config["model"]}
+    stored = {"kind": kind, **stored}
     diff = next((k for k in sorted(set(trained) | set(stored)) if trained.get(k) != stored.get(k)), None)
     if diff:
         raise LMCourseError(f"{path} holds a model with {diff}={stored.get(diff)!r}, but the run in {folder} trained "
@@ -507,9 +532,6 @@ def _no_best(target: Path, folder: Path) -> str:
 
 def run_evaluate(args) -> dict:
     """The ``evaluate`` command; returns the JSON's dict."""
-    from ..errors import MissingFileError
-    from ..training.checkpoint import load_checkpoint
-
     t0 = time.perf_counter()
     if args.tune_on and not (args.cache or args.dyneval):
         raise LMCourseError(f"--tune-on {args.tune_on} tunes the settings of the cache and of dynamic evaluation: "
@@ -518,7 +540,7 @@ def run_evaluate(args) -> dict:
     if not target.exists():
         raise MissingFileError(f"{target} does not exist: give a run directory written by train, or a checkpoint file.")
     folder = target if target.is_dir() else target.parent  # a checkpoint inside a run directory is that run's
-    meta = read_meta(folder)
+    meta, preset = read_record(folder) or (None, None)
     path = target / "best.pt" if target.is_dir() else target
     if not path.is_file():
         raise MissingFileError(_no_best(target, folder))
@@ -527,9 +549,9 @@ def run_evaluate(args) -> dict:
     corpus, train, valid, test = _splits(data, settings)
     model, info = load_checkpoint(path, vocab=corpus.vocab)
     if meta is not None:
-        _check_run_model(folder, path, info["config"].as_dict())
+        _check_run_model(folder, path, info["kind"], info["config"].as_dict())
     model.vocab = corpus.vocab
-    evaluation = presets.get(meta["preset"]).evaluation if meta and data == meta["data"] else {}
+    evaluation = preset.evaluation if meta and data == meta["data"] else {}
     scores = evaluate_model(model, train, valid, test, cache=args.cache, dyneval=args.dyneval,
                             tune=args.tune_on == "valid", evaluation=evaluation)
     wrappers = [w for w, on in (("dyneval", args.dyneval), ("cache", args.cache)) if on]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import time
+from ..config import SCALES, dataset, scale
+from ..corpora.data import load_corpus
+from ..course.runs import word_lstm
+from ..lm import perplexity
 
 
 def add_cli(subparsers) -> None:
     """Add the ``word-lstm`` subcommand."""
-    from ..config import SCALES
-
     p = subparsers.add_parser("word-lstm", help="train (or load) the word LSTM of pytorch/examples' recipe and score it")
     p.add_argument("--data", default=None, help="corpus name or folder (default: $LMCOURSE_DATASET, else embedded)")
     p.add_argument("--scale", default=None, choices=SCALES, help="default: $LMCOURSE_SCALE, else cpu")
@@ -20,11 +22,6 @@ def add_cli(subparsers) -> None:
 
 def run_cli(args) -> dict:
     """Load or train the word LSTM, print one human line and then a JSON line; returns the JSON's dict."""
-    from ..config import dataset, scale
-    from ..corpora.data import load_corpus
-    from ..course.runs import word_lstm
-    from ..lm import perplexity
-
     t0 = time.perf_counter()
     data, at = dataset() if args.data is None else args.data, args.scale or scale()
     corpus = load_corpus(data)

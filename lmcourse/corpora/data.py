@@ -48,12 +48,12 @@ from .. import config
 from ..checksum import seal, verify
 from ..errors import CorpusError, check_int, check_number
 from ..vocab import EOS, UNK, Vocab
-from . import download
+from . import download, embedded
 
 NAMES = config.DATASETS
 LEVELS = ("word", "char")
 SPLITS = ("train", "valid", "test")
-SHAKESPEARE_CUTS = (0.90, 0.95)  # train / valid / test = 90% / 5% / 5% of the characters
+ONE_FILE_CUTS = (0.90, 0.95)  # train / valid / test = 90% / 5% / 5% of the characters
 CACHE_MIN_BYTES = 1 << 20  # smaller corpora encode in a few ms: no token cache
 CACHE_FORMAT = 3  # bump when the encoding or the cache file changes, so that older caches are not read
 UNSEEN_CHAR = "\ufffd"  # the replacement character: a character of valid or test unseen in train
@@ -169,14 +169,15 @@ def _line_start_at_or_after(text: str, k: int) -> int:
     return len(text) if j < 0 else j + 1
 
 
-def split_shakespeare(text: str) -> list[str]:
-    """Tiny Shakespeare has no official split: train / valid / test = the first 90%, next 5%, last 5%.
+def split_one_file(text: str) -> list[str]:
+    """A corpus of one file (Tiny Shakespeare, which has no official split): train / valid / test = the
+    first 90%, next 5%, last 5%.
 
     The split is by characters, as Hugging Face / TFDS ``tiny_shakespeare`` do (nanoGPT uses 90 / 10),
     with each cut moved forward to the next line start so that every split begins a line.
     """
     n = len(text)
-    a, b = (_line_start_at_or_after(text, int(f * n)) for f in SHAKESPEARE_CUTS)
+    a, b = (_line_start_at_or_after(text, int(f * n)) for f in ONE_FILE_CUTS)
     return [text[:a], text[a:b], text[b:]]
 
 
@@ -188,8 +189,6 @@ def _locate(name, data_dir) -> tuple[str, list[Path], Optional[Path]]:
     if isinstance(name, str) and not name.strip():
         raise _unknown(name)
     if name is None or name == config.EMBEDDED:
-        from . import embedded  # generated on first use
-
         folder = Path(embedded.ensure() if data_dir is None else embedded.ensure(Path(data_dir) / config.EMBEDDED))
         return config.EMBEDDED, _split_files(folder), folder / "vocab.txt"
     if isinstance(name, str) and name in download.SOURCES:
@@ -221,7 +220,7 @@ def _vocab_file(vocab: Path) -> Optional[Path]:
 
 def _texts(files: list[Path]) -> list[str]:
     if len(files) == 1:
-        return split_shakespeare(_read(files[0]))
+        return split_one_file(_read(files[0]))
     return [_read(f) for f in files]
 
 
@@ -377,7 +376,7 @@ def load_corpus(name=None, level: str = "word", data_dir=None, cache: bool = Tru
     """Load a corpus as three token streams.
 
     ``name``: ``None`` or ``"embedded"`` (the generated corpus, offline), ``"ptb"``, ``"wikitext-2"``,
-    ``"tinyshakespeare"`` (split 90 / 5 / 5 by characters, see :func:`split_shakespeare`), or a
+    ``"tinyshakespeare"`` (split 90 / 5 / 5 by characters, see :func:`split_one_file`), or a
     folder holding ``train.txt``, ``valid.txt``, ``test.txt`` (and optionally ``vocab.txt``, one
     token a line, used as the word vocabulary in that order). Real corpora are looked for as
     ``<data_dir>/<name>/`` (default :func:`lmcourse.config.data_dir`, then the cache folder) and

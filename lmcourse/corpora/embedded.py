@@ -27,7 +27,7 @@ from .grammar import (
     CAT,
     NAME_LIST,
     NOUN_CATS,
-    SCALE,
+    WEIGHT_UNIT,
     VERB_CATS,
     WORD_LIST,
     Grammar,
@@ -37,6 +37,7 @@ from .grammar import (
     build_lexicon,
     preference_mass,
 )
+from ..config import cache_dir
 
 FORMAT = 6  # bump when the story or its word lists change, so stale caches and stored runs are left alone
 NAME_SLOT, VALUE_SLOT = -1, -2
@@ -134,7 +135,7 @@ def _fill_names(stream: np.ndarray, doc: np.ndarray, lex: Lexicon, params: Param
         if np.array_equal(nxt, ptr):
             break
         ptr = nxt
-    base = Sampler(np.rint(lex.name_base[None, :] * SCALE).astype(np.int64))
+    base = Sampler(np.rint(lex.name_base[None, :] * WEIGHT_UNIT).astype(np.int64))
     fresh = base.draw(np.zeros(len(slots), dtype=np.int64), rng)
     stream[slots] = fresh[ptr]
 
@@ -166,7 +167,7 @@ def generate_split(lex: Lexicon, gram: Grammar, params: Params, n_tokens: int, s
 
 def _draw_lines(lex: Lexicon, gram: Grammar, params: Params, n_lines: int, rng) -> list[np.ndarray]:
     """Document markers and sentences (names and values still as slots)."""
-    is_doc = rng.integers(0, SCALE, size=n_lines) < gram.doc_weight
+    is_doc = rng.integers(0, WEIGHT_UNIT, size=n_lines) < gram.doc_weight
     is_doc[0] = True
     doc = np.cumsum(is_doc) - 1                                      # (lines,) document of each line
     topic = rng.integers(0, params.n_topics, size=doc[-1] + 1)[doc]
@@ -254,7 +255,6 @@ def ensure(folder: Path | None = None, params: Params = Params()) -> Path:
     half-written) is generated again: the same seed gives the same bytes.
     """
     if folder is None:
-        from ..config import cache_dir
         folder = cache_dir() / f"embedded-{params.seed}-{_key(params)}"
     folder = Path(folder)
     if not intact(folder):

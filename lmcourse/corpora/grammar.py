@@ -59,7 +59,7 @@ import numpy as np
 
 from .topics import GENERAL, KEYS, TOPICS, VALUES
 
-SCALE = 1 << 30  # resolution of the integer weights
+WEIGHT_UNIT = 1 << 30  # the integer weight that stands for probability 1 (the weights' resolution)
 
 CATEGORIES = (
     "EOS", "DOC", "ADV_S", "DET", "DET_SG", "DET_PL", "PRON_SG", "PRON_PL", "NAME", "UNK",
@@ -123,10 +123,10 @@ class Params:
 
 
 def quantise(p: np.ndarray) -> np.ndarray:
-    """Non-negative float weights -> int64 weights summing to about ``SCALE`` along the last axis."""
+    """Non-negative float weights -> int64 weights summing to about ``WEIGHT_UNIT`` along the last axis."""
     p = np.asarray(p, dtype=np.float64)
     total = p.sum(-1, keepdims=True)
-    w = np.rint(p / np.where(total > 0, total, 1) * SCALE).astype(np.int64)
+    w = np.rint(p / np.where(total > 0, total, 1) * WEIGHT_UNIT).astype(np.int64)
     return np.where(p > 0, np.maximum(w, 1), 0)
 
 
@@ -350,7 +350,7 @@ class Grammar:
     states: list[str]          # state names; START is 0, DEAD is the last
     delta: np.ndarray          # (S, Σ) next state after emitting a symbol (DEAD if not allowed)
     emit: np.ndarray           # (S, K, Σ) int64 weights of P(symbol | state, topic)
-    doc_weight: int            # P(<doc> | START) as a weight out of SCALE
+    doc_weight: int            # P(<doc> | START) as a weight out of WEIGHT_UNIT
     styles: np.ndarray         # (K, 5) the per-topic style knobs, for display
     literal: np.ndarray = field(default=None)      # (Σ,) word id of a literal symbol, -1 for a category
     word_symbol: np.ndarray = field(default=None)  # (V,) a word's literal symbol, or -1 if it has none
@@ -612,7 +612,7 @@ def build_grammar(params: Params, lex: Lexicon = None) -> Grammar:
     literal = np.concatenate([np.full(C, -1), literals]).astype(np.int64)
     word_symbol = np.full(V, -1)
     word_symbol[literals] = np.arange(C, n_sym)
-    gram = Grammar(names, delta, quantise(emit), int(round(SCALE / params.doc_sentences)), styles,
+    gram = Grammar(names, delta, quantise(emit), int(round(WEIGHT_UNIT / params.doc_sentences)), styles,
                    literal, word_symbol)
     # A state's context: the literals it claims (those whose category also has a rule in that
     # state), whether it is in a subject (where agent nouns weigh more), and the article it follows

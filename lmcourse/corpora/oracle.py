@@ -28,7 +28,7 @@ import torch
 
 from ..lm import LanguageModel, check_tokens
 from ..vocab import Vocab
-from .grammar import CAT, NOUN_CATS, SCALE, VERB_CATS, Params, build_grammar, build_lexicon, preference_mass
+from .grammar import CAT, NOUN_CATS, VERB_CATS, WEIGHT_UNIT, Params, build_grammar, build_lexicon, preference_mass
 
 
 def _log(x):
@@ -56,7 +56,7 @@ class Oracle(LanguageModel):
                              "and pass corpus.vocab (this vocabulary differs from the generator's).")
         self.vocab, self.params, self.lex, self.gram = vocab, params, lex, gram
         emit = gram.emit / np.maximum(gram.emit.sum(-1, keepdims=True), 1)  # (S, K, Σ); DEAD rows stay 0
-        h = gram.doc_weight / SCALE                                       # P(<doc> | sentence start)
+        h = gram.doc_weight / WEIGHT_UNIT                                 # P(<doc> | sentence start)
         emit[gram.start] *= 1 - h
         emit[gram.start, :, CAT["DOC"]] = h
         self.log_emit = _log(emit)                                        # (S, K, Σ)

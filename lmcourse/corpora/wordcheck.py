@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from .grammar import name_lists
+from .embedded import ensure
 
 DICTIONARY = Path("/usr/share/dict/american-english")
 WORD = re.compile(r"[a-z]+(?:['-][a-z]+)*")
@@ -58,7 +59,6 @@ def main(argv=None) -> None:
     if argv:
         folder = Path(argv[0])
     else:
-        from .embedded import ensure
         folder = ensure()
     share = check_folder(folder)
     print(f"{folder}: {share['tokens']:.1%} of {share['n_tokens']:,} word tokens and {share['types']:.1%} of "

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import LMCourseError, WriteError, sentence
+from ..training.checkpoint import atomic_write
 from .lessons import NOTEBOOKS, NotebookError, lessons, read_notebook
 from .outputs import STAMP
 from .rendered import drop_hidden_inputs
@@ -159,7 +160,7 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: 
         pages.append({"file": page.name, "title": title_of(nb, path.stem), "summary": summary_of(nb),
                       "scale": stamp.get("scale"), "images": len(re.findall(r'<img [^>]*src="data:image/', body)), "widgets": widgets})
     if results:
-        from .results_page import write as write_results
+        from .results_page import write as write_results  # here: only a book with its results page loads the runs
         write_results(out)
     _write(out / "index.html", index_page(pages, mathjax=source is not None, results=results))
     return pages
@@ -167,7 +168,6 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: 
 
 def _write(path: Path, text: str) -> None:
     """Replace ``path`` whole, through a temporary name unique to this writer (two builds never collide)."""
-    from ..training.checkpoint import atomic_write
 
     data = text.encode("utf-8")
     atomic_write(path, lambda f: f.write(data), needed=len(data))

@@ -41,8 +41,9 @@ from typing import Optional, Sequence
 from .. import config
 from ..checksum import read_sealed_json, sealed_json
 from ..config import by_scale
-from ..errors import ConfigError, LMCourseError
+from ..errors import ConfigError, LMCourseError, sentence
 from ..progress import bar
+from ..store import reference_runs as reference
 from .catalog import NOTEBOOKS, PATTERN, REPO, lesson_id, lessons  # noqa: F401 (the lessons, listed)
 from .outputs import MACHINERY, STAMP, problems
 
@@ -239,7 +240,7 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
 def with_runs(paths: Sequence[Path]) -> list[Path]:
     """The lessons among ``paths`` that store runs: those the registry (:mod:`lmcourse.course.registry`) names as the
     owner of a declared run."""
-    from .registry import REGISTRY, lesson_of
+    from .registry import REGISTRY, lesson_of  # here: importing the registry imports every lesson's runs
 
     owners = {lesson_of(name) for name in REGISTRY}
     return [p for p in paths if lesson_id(p) in owners]
@@ -247,7 +248,6 @@ def with_runs(paths: Sequence[Path]) -> list[Path]:
 
 def regenerate_runs(paths: Sequence[Path]) -> dict:
     """Retrain the reference runs of these lessons at ``cpu`` into ``reference_runs/``; ``{lesson: seconds}``."""
-    from ..store import reference_runs as reference
 
     # only the runs these lessons own are retrained; a run of another lesson they read (the course model) is loaded
     env = dict(os.environ, LMCOURSE_STORE_REFERENCE="1", LMCOURSE_RETRAIN="1",
@@ -306,7 +306,6 @@ def _run(command: str, paths: list, scale: str) -> int:
               f"{' '.join(str(err).split())[:200]}", file=sys.stderr)
         return 1
     except (LMCourseError, OSError) as err:
-        from ..errors import sentence
         print(f"error: {sentence(err)}", file=sys.stderr)
         return 1
     return 0

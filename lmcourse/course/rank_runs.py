@@ -34,9 +34,9 @@ import torch
 from .. import config
 from ..config import seed_everything
 from ..corpora.grammar import Params
-from ..networks.models import LMConfig, RNNLM
-from ..training.callbacks import LivePlot
 from ..store.stored_runs import CachedRun, train_or_load
+from ..training import settings as adapter
+from ..training.callbacks import LivePlot
 from ..training.trainer import Trainer, TrainConfig
 
 __all__ = ["LOOKUP_RICH", "lookup_rich", "model_config", "train_config", "run_settings", "train"]
@@ -53,22 +53,21 @@ def lookup_rich(train_tokens: int, eval_tokens: int, **changes) -> Params:
 
 
 def model_config(vocab_size: int, d: int, n_experts: int = 1, emb_size: int = 32, hidden_size: int = 128,
-                 num_layers: int = 1, init_range: float = 1.0, latent: str = "linear") -> LMConfig:
+                 num_layers: int = 1, init_range: float = 1.0, latent: str = "linear"):
     """A wide LSTM and a head of dimension ``d``: a softmax (``n_experts = 1``) or a mixture of softmaxes
-    whose latent contexts are ``latent`` (``linear``, or the paper's ``tanh``)."""
-    sizes = dict(vocab_size=vocab_size, emb_size=emb_size, hidden_size=hidden_size, num_layers=num_layers,
+    whose latent contexts are ``latent`` (``linear``, or the paper's ``tanh``); through the one adapter."""
+    sizes = dict(kind="rnnlm", emb_size=emb_size, hidden_size=hidden_size, num_layers=num_layers,
                  last_size=hidden_size, head_size=d, init_range=init_range)
-    if n_experts == 1:
-        return LMConfig(**sizes)
-    return LMConfig(**sizes, head="mos", n_experts=n_experts, mos_latent=latent)
+    mixture = {} if n_experts == 1 else dict(head="mos", n_experts=n_experts, mos_latent=latent)
+    return adapter.model_config({**sizes, **mixture}, vocab_size)
 
 
 def train_config(epochs: int = 3, seed: int = 0, lr: float = 2e-2, batch_size: int = 32, bptt: int = 35,
                  **changes) -> TrainConfig:
-    """Adam at ``lr``, divided by 4 for the last epoch; gradients clipped at 0.25."""
-    return TrainConfig(**{**dict(epochs=epochs, batch_size=batch_size, bptt=bptt, lr=lr, clip=0.25,
-                                 optimizer="adam", lr_decay=4.0, decay_after=max(1, epochs - 1), seed=seed),
-                          **changes})
+    """Adam at ``lr``, divided by 4 for the last epoch; gradients clipped at 0.25; through the one adapter."""
+    return adapter.train_config(dict(epochs=epochs, batch_size=batch_size, bptt=bptt, lr=lr, clip=0.25,
+                                     optimizer="adam", lr_decay=4.0, decay_after=max(1, epochs - 1), seed=seed),
+                                **changes)
 
 
 @contextmanager
@@ -82,7 +81,7 @@ def _threads(n: Optional[int]):
         torch.set_num_threads(before)
 
 
-def run_settings(corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None,
+def run_settings(corpus, model, training: TrainConfig, valid_tokens: Optional[int] = None,
                  params: Optional[Params] = None) -> dict:
     """What decides a run's result, the key it is stored under: the model, the training (how it is shown
     aside), the validation slice and the corpus: the fields of its variant's ``params`` when given, else its
@@ -93,7 +92,7 @@ def run_settings(corpus, model: LMConfig, training: TrainConfig, valid_tokens: O
                 train_tokens=len(corpus.train))
 
 
-def train(name: str, corpus, model: LMConfig, training: TrainConfig, valid_tokens: Optional[int] = None,
+def train(name: str, corpus, model, training: TrainConfig, valid_tokens: Optional[int] = None,
           floor: Optional[float] = None, title: Optional[str] = None, retrain: Optional[bool] = None,
           threads: Optional[int] = 1, plot: bool = True, scale: Optional[str] = None, dataset=None,
           params: Optional[Params] = None, lesson: Optional[str] = None) -> CachedRun:
@@ -109,7 +108,7 @@ def train(name: str, corpus, model: LMConfig, training: TrainConfig, valid_token
 
     def fit():
         seed_everything(training.seed)
-        lm = RNNLM(model)
+        lm = adapter.build(model.as_dict(), model.vocab_size)
         lm.vocab = corpus.vocab
         callbacks = [LivePlot(floor=floor, title=title or name)] if plot else []
         with _threads(threads):

@@ -17,7 +17,11 @@ import pkgutil
 from typing import Callable, Optional
 
 from .. import config
+from ..corpora import embedded
+from ..corpora.data import load_corpus
+from ..corpora.grammar import Params
 from ..store import reference_runs as reference
+from ..store.stored_runs import corpus_fingerprint
 
 RUN_PACKAGE = "lmcourse.course.runs"  # every module of it is read (see the module's docstring)
 
@@ -113,12 +117,6 @@ def problems(runs: Optional[list] = None, fingerprints: Optional[dict] = None, b
 def _fingerprint(dataset, level: str = "word") -> str:
     """The corpus fingerprint of a dataset name, or of a variant of the embedded corpus given as the
     fields of its :class:`~lmcourse.corpora.grammar.Params` (a run whose settings carry ``corpus={...}``)."""
-    from ..corpora.data import load_corpus
-    from ..store.stored_runs import corpus_fingerprint
-
     if isinstance(dataset, dict):
-        from ..corpora import embedded
-        from ..corpora.grammar import Params
-
         dataset = embedded.ensure(params=Params(**dataset))
     return corpus_fingerprint(load_corpus(dataset, level=level).vocab)

@@ -34,9 +34,17 @@ from typing import Optional, Sequence
 
 from .. import config
 from .. import literature as lit
+from ..corpora.grammar import Params
+from ..corpora.oracle import Oracle
 from ..errors import MissingFileError
+from ..lm import perplexity
+from ..ngram.model import NGramLM
+from ..store import reference_runs as reference
+from ..store.stored_numbers import compute_or_load
+from ..store.stored_runs import run_key
 from .lessons import lesson_id, lessons
 from .results import REGIME_HEADING
+from .runs import course_model, lesson09 as L
 from .seeds import mean_sd
 
 PAGE = "results.html"
@@ -70,15 +78,6 @@ def _missing(what: str) -> MissingFileError:
 def ladder_numbers(scale: str = LADDER_SCALE) -> dict:
     """Lesson 09's ladder from its stored runs: ``{"rungs": {rung: {"valid": [..], "test": [..]}}, "floor":
     {split: ppl}, "regime": str, "seeds": [..]}``; one number per seed (KN5: one, it has no seed)."""
-    from ..corpora.grammar import Params
-    from ..corpora.oracle import Oracle
-    from ..lm import perplexity
-    from ..ngram.model import NGramLM
-    from ..store import reference_runs as reference
-    from ..store.stored_numbers import compute_or_load
-    from ..store.stored_runs import run_key
-    from .runs import course_model, lesson09 as L
-
     with _at_scale(scale):
         shared = L.shared_settings(scale)
         params = Params(**shared["corpus"])

@@ -41,6 +41,7 @@ import torch
 from ..corpora.grammar import Params, build_lexicon
 from ..lm import check_tokens
 from .base import inference, log_softmax
+from ..progress import tqdm
 
 RTOL = 1e-8  # numerical rank: singular values above RTOL * the largest one count
 __all__ = ["RTOL", "singular_values", "numerical_rank", "centre", "min_softmax_dim", "spectrum", "kl_rows",
@@ -325,7 +326,6 @@ def model_rows(model, tokens, positions, bptt: int = 1000, dtype=torch.float64, 
     g, start, n = [], 0, int(sorted_pos[-1]) + 1
     chunks = model.stream(tokens[:n], bptt)
     if progress:
-        from ..progress import tqdm
         chunks = tqdm(chunks, total=-(-n // bptt), desc="reading the text", leave=False)
     for logits, h in chunks:
         t = logits.size(0)

@@ -34,6 +34,7 @@ from .regularize import activation_regularization, temporal_activation_regulariz
 __all__ = [
     "embedding_dropout", "LockedDropout", "StandardDropout", "WeightDrop", "recurrent_mask", "RECURRENT_KINDS",
     "activation_regularization", "temporal_activation_regularization", "check_probability", "check_recurrent_kind",
+    "make_dropout",
 ]
 
 RECURRENT_KINDS = ("locked", "step")  # one mask on h_(t-1) per sequence, or a fresh one per step
@@ -163,6 +164,13 @@ class StandardDropout(nn.Dropout):
 
     def __init__(self, p: float = 0.5):
         super().__init__(p=check_probability(p))
+
+
+def make_dropout(p: float, kind: str) -> nn.Module:
+    """Locked dropout (one mask per sequence, Gal & Ghahramani 2016) or standard (a fresh mask per element)."""
+    if p == 0:
+        return nn.Identity()
+    return LockedDropout(p) if kind == "locked" else StandardDropout(p)
 
 
 class WeightDrop(nn.Module):

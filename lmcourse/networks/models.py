@@ -17,24 +17,26 @@ The forward pass applies the regularisers in the AWD-LSTM order (awd-lstm-lm cod
 over word types (training only), dropout on the embeddings (``dropouti``), each layer with dropout
 between layers (``dropouth``), dropout on the last output (``dropout``), then the head.
 
-The head is a small module ``forward(g (T, B, E_last)) -> logits (T, B, V)``. ``softmax`` is a
-linear decoder; other heads (the mixture of softmaxes) register themselves with
-:func:`register_head` and return log-probabilities, which ``log_softmax`` leaves unchanged.
+The head (:mod:`lmcourse.networks.heads`) is a small module ``forward(g (T, B, E_last)) -> logits (T, B, V)``:
+``softmax``, a linear decoder, or ``mos``, the mixture of softmaxes (:mod:`lmcourse.networks.mos`), which returns
+log-probabilities (``log_softmax`` leaves them unchanged).
 """
 from __future__ import annotations
 
-import importlib
 import math
 import os
 from dataclasses import asdict, dataclass
-from typing import Callable, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn as nn
 
 from ..lm import register_model
 from . import dropout as _dropout
+from . import mos  # noqa: F401 (registers the "mos" head)
 from .base import NeuralLM, inference, log_softmax  # noqa: F401 (the last two: re-exported for the lessons)
+from .dropout import make_dropout
+from .heads import HEADS, SoftmaxHead, build_head, head_names, known_head, register_head, up_map  # noqa: F401
 from .lstm import LSTM as EquationsLSTM
 
 CELLS = ("fast", "equations")
@@ -152,85 +154,7 @@ class LMOutput(NamedTuple):
     outputs: list  # per-layer outputs after dropout, each (T, B, H_l)
 
 
-# ------------------------------------------------------------------------------------- heads
-
-class SoftmaxHead(nn.Module):
-    r"""The linear decoder :math:`z_t = W g_t + b`, with :math:`W` optionally the embedding matrix.
-
-    With ``head_size`` :math:`d`, the output first goes through a linear map without bias,
-    :math:`z_t = W (P g_t) + b` with :math:`P` (d, in_size): logits of rank at most :math:`d` whatever
-    the width of the network before it. When the word vectors are wider than :math:`d` (tied to an
-    embedding of E > d numbers, or ``vector_size`` > d), they are read through a learned map
-    :math:`U` (E, d): :math:`z_t = W (U P g_t) + b`, still of rank at most :math:`d`."""
-
-    def __init__(self, in_size: int, vocab_size: int, init_range: float, tied_weight: Optional[nn.Parameter] = None,
-                 head_size: Optional[int] = None, vector_size: Optional[int] = None):
-        super().__init__()
-        d = in_size if head_size is None else head_size
-        width = tied_weight.shape[1] if tied_weight is not None else (vector_size or d)  # the word vectors' size
-        self.project = nn.Identity() if head_size is None else nn.Linear(in_size, head_size, bias=False)
-        self.up = up_map(d, width)
-        self.decoder = nn.Linear(width, vocab_size)
-        nn.init.uniform_(self.decoder.weight, -init_range, init_range)
-        nn.init.zeros_(self.decoder.bias)
-        if tied_weight is not None:
-            self.decoder.weight = tied_weight  # (V, E): one matrix for input and output
-
-    def forward(self, g: torch.Tensor) -> torch.Tensor:  # (T, B, L) -> (T, B, V)
-        return self.decoder(self.up(self.project(g)))
-
-
-def up_map(d: int, width: int) -> nn.Module:
-    r"""The map :math:`U` (width, d) through which a head of dimension :math:`d` reads wider word vectors
-    (logits :math:`W U h`, still of rank at most :math:`d`); the identity when width = d."""
-    return nn.Identity() if width == d else nn.Linear(d, width, bias=False)
-
-
-HeadFactory = Callable[[LMConfig, nn.Embedding, int], nn.Module]
-HEADS: dict[str, HeadFactory] = {}
-HEAD_MODULES = ("mos",)  # modules of this package that register a head of their own name when imported
-
-
-def register_head(name: str, factory: HeadFactory) -> None:
-    """Make ``LMConfig(head=name)`` build ``factory(config, embedding, in_size)``."""
-    HEADS[name] = factory
-
-
-def _softmax_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
-    tied = embedding.weight if config.tie else None
-    return SoftmaxHead(in_size, config.vocab_size, config.init_range, tied, config.head_size, config.vector_size)
-
-
-register_head("softmax", _softmax_head)
-
-
-def known_head(name: str) -> bool:
-    """True when ``name`` is a registered head, or one its module ``lmcourse.networks.<name>`` registers on import."""
-    if name not in HEADS and name in HEAD_MODULES:
-        importlib.import_module(f"{__package__}.{name}")
-    return name in HEADS
-
-
-def head_names() -> list:
-    """Every head ``LMConfig.head`` may name: those registered and those their modules register on import."""
-    return sorted(set(HEADS) | set(HEAD_MODULES))
-
-
-def build_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
-    """The head named by ``config.head``; a module ``lmcourse.networks.<name>`` may register it on import."""
-    if not known_head(config.head):
-        raise ValueError(f"LMConfig.head={config.head!r} is unknown: use one of {', '.join(head_names())}.")
-    return HEADS[config.head](config, embedding, in_size)
-
-
 # ----------------------------------------------------------------------------- building blocks
-
-def make_dropout(p: float, kind: str) -> nn.Module:
-    """Locked dropout (one mask per sequence, Gal & Ghahramani 2016) or standard (a fresh mask per element)."""
-    if p == 0:
-        return nn.Identity()
-    return _dropout.LockedDropout(p) if kind == "locked" else _dropout.StandardDropout(p)
-
 
 def make_lstm(input_size: int, hidden_size: int, cell: str, wdrop: float, dropoutr: float = 0.0,
               recurrent_kind: str = "locked") -> nn.Module:

@@ -40,7 +40,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..errors import check_int, check_number
-from .models import LMConfig, make_dropout, register_head, up_map
+from .dropout import make_dropout
+from .heads import register_head, up_map
 
 __all__ = ["MixtureOfSoftmaxes", "mos_log_probs", "mos_log_probs_reference", "CHUNK_ELEMENTS",
            "CHUNK_ELEMENTS_CUDA"]
@@ -235,7 +236,7 @@ class MixtureOfSoftmaxes(nn.Module):
     ``drop_l``: dropout ``dropoutl`` on the latent contexts (locked: one mask
     per sequence over all K E units); ``weight`` (V, E): the decoder, the embedding matrix when
     tied (``up``: when that matrix is wider than the latent contexts' E = d, the learned map
-    :math:`U` (E, d) of :func:`~lmcourse.networks.models.up_map` reads each latent context
+    :math:`U` (E, d) of :func:`~lmcourse.networks.heads.up_map` reads each latent context
     into it (untied: ``vector_size`` sets that width), so every softmax keeps rank at most d);
     ``bias`` (V,). ``returns_log_probs`` tells the trainer to use the scores as they are.
     """
@@ -284,7 +285,8 @@ class MixtureOfSoftmaxes(nn.Module):
         return f"K={self.n_experts}, E={self.emb_size}, V={self.bias.numel()}, latent {self.activation}"
 
 
-def _mos_head(config: LMConfig, embedding: nn.Embedding, in_size: int) -> nn.Module:
+def _mos_head(config, embedding: nn.Embedding, in_size: int) -> nn.Module:
+    """The head of an :class:`~lmcourse.networks.models.LMConfig` with ``head="mos"``."""
     size = config.head_size or config.emb_size  # d: the numbers of each latent context
     tied = embedding.weight if config.tie else None
     return MixtureOfSoftmaxes(in_size, size, config.vocab_size, config.n_experts, config.dropoutl,

@@ -13,7 +13,7 @@ front of each sublayer, "pre-norm", as in Xiong et al. 2020)
 
 with :math:`e_w` the word vectors (E numbers each, the rows of the embedding), :math:`W` those same
 rows when tied (Press & Wolf 2017; Inan et al. 2017; with ``head_size`` d, read through a map to d
-numbers as in :class:`~lmcourse.networks.models.SoftmaxHead`), and dropout on the embeddings and on
+numbers as in :class:`~lmcourse.networks.heads.SoftmaxHead`), and dropout on the embeddings and on
 each sublayer's output before it is added. Each position attends to itself
 and the ``window`` positions before it (:mod:`lmcourse.networks.attention`). Positions are either
 ``sinusoidal`` (the word vectors scaled by :math:`\sqrt{E}` so that the positions do not drown them),
@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from ..lm import register_model
 from .attention import ATTENTIONS, CausalSelfAttention, allowed_positions
 from .base import NeuralLM
-from .models import SoftmaxHead
+from .heads import SoftmaxHead
 
 __all__ = ["TransformerConfig", "TransformerLM", "TransformerState", "TransformerOutput", "sinusoidal_positions",
            "POSITIONS", "PHASE_BLOCK"]

@@ -77,7 +77,11 @@ def check_name(name: str, example: str = "06-mos") -> str:
 
 def run_path(name: str, settings: dict, vocab, scale: str, dataset) -> Path:
     """Where the run ``name`` with these ``settings``, on the corpus of ``vocab``, is stored."""
-    return config.cache_dir() / "runs" / f"{check_name(name)}-{run_key(name, settings, vocab, scale, dataset)}.pt"
+    return _stored(name, run_key(name, settings, vocab, scale, dataset))
+
+
+def _stored(name: str, key: str) -> Path:
+    return config.cache_dir() / "runs" / f"{check_name(name)}-{key}.pt"
 
 
 def wanted(retrain: Optional[bool], scale: str, lesson: Optional[str] = None) -> bool:
@@ -105,8 +109,8 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
     keeps the run out of ``reference_runs/`` (a run short enough to train on a fresh clone). While
     ``LMCOURSE_STORE_REFERENCE=1``, a finished run, trained now or read from the user's cache, is also
     written to ``reference_runs/``, entered as ``lesson``'s (default: the lesson its name starts with)."""
-    path = run_path(name, settings, vocab, scale, dataset)
     key = run_key(name, settings, vocab, scale, dataset)
+    path = _stored(name, key)
     entry = reference.Entry(name, key, settings, scale, dataset, corpus_fingerprint(vocab), lesson)
     if wanted(retrain, scale, entry.lesson or reference.lesson_of(name)):
         found = reference.load(name, key, vocab)

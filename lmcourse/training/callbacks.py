@@ -25,8 +25,9 @@ from typing import Optional
 
 import torch
 
+from ..corpora.data import batchify, bptt_batches
 from ..lm import perplexity_from_nll
-from ..networks.loss import evaluate
+from ..networks.loss import evaluate, returns_log_probs, token_nll
 from ..progress import bar, live_plot_enabled, progress_enabled
 
 
@@ -140,7 +141,6 @@ class LivePlot(Callback):
         self.planned = getattr(trainer.config, "epochs", None)
         self._last = time.perf_counter()
         if self.valid is not None:
-            from ..corpora.data import batchify
             self._valid = batchify(self.valid, min(10, len(self.valid) // 2)).to(trainer.device)  # (T, B)
 
     def on_batch_end(self, trainer, batch_idx: int, loss) -> None:
@@ -276,9 +276,6 @@ def nll_with_dropout(model, source: torch.Tensor, bptt: int) -> float:
     r"""Mean cross-entropy :math:`L` (nats per token) over a batchified ``source`` (T, B) with dropout on, as
     training sees it; no gradients, and the random state is put back, so measuring does not change the
     training that follows (:func:`lmcourse.networks.loss.evaluate` gives the same with dropout off)."""
-    from ..corpora.data import bptt_batches
-    from ..networks.loss import returns_log_probs, token_nll
-
     was_training, log_probs = model.training, returns_log_probs(model)
     model.train(True)
     total = 0.0
@@ -301,8 +298,6 @@ class TrainProbe(Callback):
         self.tokens, self.with_dropout, self.columns = tokens, with_dropout, columns
 
     def on_train_begin(self, trainer) -> None:
-        from ..corpora.data import batchify
-
         self.source = batchify(self.tokens, self.columns).to(trainer.device)  # (T, columns)
 
     def on_epoch_end(self, trainer, row: dict) -> None:

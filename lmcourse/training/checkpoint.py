@@ -7,7 +7,8 @@ A checkpoint is one ``torch.save`` file holding only plain data, so it loads wit
      "vocab": [itos] or None, "history": [rows], "extra": {...}, "sha256": c}
 
 The model is rebuilt by the ``build`` registered for its ``kind`` (:func:`lmcourse.lm.register_model`);
-a file without ``kind`` (every run saved before there was more than one model) holds an ``"rnnlm"``.
+a file without ``kind`` (every run saved before there was more than one model) holds an ``"rnnlm"``
+(:mod:`lmcourse.training.compat`).
 
 where ``c`` is the checksum of everything else in the file, its tensors included
 (:mod:`lmcourse.checksum`). torch does not check the CRCs of the zip it reads, so the checksum is
@@ -38,12 +39,12 @@ import torch
 from ..checksum import seal, verify
 from ..config import device as default_device
 from ..errors import CheckpointError, MissingFileError, NoSpaceError, WriteError
-from ..lm import check_neural, model_builder
+from ..lm import MODELS, check_neural, model_builder
 from ..networks import NeuralLM  # importing the package registers its models' kinds
 from ..vocab import Vocab
+from .compat import kind_of
 
 FORMAT = 2  # 2: the file carries its checksum
-DEFAULT_KIND = "rnnlm"  # the kind of a checkpoint saved without one
 DAMAGED = ("is damaged or is not an lmcourse checkpoint ({why}): train the model again, or copy the file "
            "again from where it was saved")
 
@@ -299,14 +300,16 @@ def _check_payload(path: Path, payload: dict) -> tuple:
     writes is checked."""
     fields = {"config": dict, "state_dict": dict, "vocab": (list, type(None)), "history": list, "extra": dict,
               "kind": str}
-    payload.setdefault("kind", DEFAULT_KIND)
+    payload["kind"] = kind_of(payload)
     for key, kind in fields.items():
         if not isinstance(payload.get(key, ...), kind):
             raise CheckpointError(f"{path} {DAMAGED.format(why=f'its {key!r} entry is missing or malformed')}.")
     try:
         build = model_builder(payload["kind"])
-    except ValueError as err:
-        raise CheckpointError(f"{path} holds a model of kind {payload['kind']!r}, {err}") from None
+    except ValueError:
+        raise CheckpointError(f"{path} holds a model of kind {payload['kind']!r}, which no module registers (known: "
+                              f"{', '.join(sorted(MODELS)) or 'none'}): add the module that defines it to "
+                              "lmcourse/networks/, or import it before loading.") from None
     stored = payload["vocab"]
     if stored is not None:
         if not all(isinstance(t, str) for t in stored) or len(set(stored)) != len(stored):

@@ -11,13 +11,16 @@ only what :data:`SCALABLE` lists (widths, the Transformer's feed-forward width, 
 with the two counts measured in epochs, ``nonmono`` and ``decay_after``): the optimizer, the
 dropouts, NT-ASGD, variable BPTT, AR/TAR, the batch and window sizes stay as published.
 
-Fields come from three places, all in one flat namespace: the config class of the recipe's model ``kind``
-(registered with :func:`lmcourse.lm.register_model`: :class:`~lmcourse.networks.models.LMConfig` for
-``rnnlm``, :class:`~lmcourse.networks.transformer.TransformerConfig` for ``transformer``),
-:class:`~lmcourse.training.trainconfig.TrainConfig` (the training loop) and :data:`RECIPE_FIELDS`
-(what neither holds: the model kind, how to initialise, how the paper normalised its loss, how much data to read).
-A preset's model is built through the registry (:func:`lmcourse.lm.model_builder`), so any registered kind
-whose config class is registered with it can be a preset's.
+A preset's settings are a run's settings (:mod:`lmcourse.training.settings`, the one adapter to the configs):
+the fields of the config class of the recipe's model ``kind`` (registered with
+:func:`lmcourse.lm.register_model`: :class:`~lmcourse.networks.models.LMConfig` for ``rnnlm``,
+:class:`~lmcourse.networks.transformer.TransformerConfig` for ``transformer``),
+:class:`~lmcourse.training.trainconfig.TrainConfig`'s (the training loop) and the recipe's own
+(:data:`~lmcourse.training.settings.RECIPE_FIELDS`: the model kind, how to initialise, how the paper normalised
+its loss, how much data to read), all in one flat namespace.
+
+Beside the papers' recipes, any registered kind trains with its config class's defaults (:func:`uncited`,
+``python -m lmcourse train --kind KIND``): nothing in it is cited, no scale shrinks it, and its record says so.
 
 One recipe needs a conversion. Zaremba et al. (2014) sum the loss over the ``bptt`` steps of a
 window (and average it over the batch); the course's trainer averages over all tokens, so its
@@ -40,32 +43,17 @@ from typing import Optional
 from ..config import SCALES, by_scale
 from ..lm import model_config_class
 from ..literature import cite, published
-from ..networks.models import LMConfig
-from ..networks.transformer import TransformerConfig  # noqa: F401  (importing a model's module registers its kind)
+from .settings import NOT_SETTINGS, RECIPE_FIELDS, check, field_names, model_config, train_config  # noqa: F401
 from .trainconfig import TrainConfig
 
-__all__ = ["Preset", "PRESETS", "RECIPE_FIELDS", "SCALABLE", "get", "field_names", "parse_value",
-           "parse_overrides", "resolve", "check", "model_config", "train_config", "describe", "published_rows"]
+# field_names, check, model_config and train_config are the one adapter's (lmcourse.training.settings), named here too
+__all__ = ["Preset", "PRESETS", "RECIPE_FIELDS", "SCALABLE", "get", "uncited", "of_record", "field_names",
+           "parse_value", "parse_overrides", "resolve", "check", "model_config", "train_config", "describe",
+           "published_rows"]
 
 # what a scale may shrink: sizes, data, epochs and the two counts measured in epochs
 SCALABLE = frozenset({"emb_size", "hidden_size", "last_size", "ffn_size", "n_experts", "epochs", "nonmono", "decay_after",
                       "train_tokens", "valid_tokens", "test_tokens"})
-# TrainConfig fields that are about where a run writes and what it shows, not about the recipe
-NOT_SETTINGS = frozenset({"checkpoint", "out_dir", "progress", "live_plot", "checkpoint_every", "bf16", "tf32"})
-
-# name -> (type, default, meaning): the recipe fields that are neither LMConfig's nor TrainConfig's
-RECIPE_FIELDS = {
-    "kind": (str, "rnnlm", "the model kind the recipe trains (registered with lmcourse.lm.register_model)"),
-    "init_all": (bool, False, "initialise every parameter uniformly in [-init_range, init_range], "
-                              "the LSTM's included (else only the embedding and decoder)"),
-    "loss_sum_over_time": (bool, False, "the paper's loss sums over the window's steps: lr and clip are "
-                                        "converted for the trainer's per-token mean"),
-    "train_tokens": (Optional[int], None, "read only the first N training tokens (None: all)"),
-    "valid_tokens": (Optional[int], None, "validate on the first N validation tokens (None: all)"),
-    "test_tokens": (Optional[int], None, "test on the first N test tokens (None: all)"),
-}
-
-
 @dataclass(frozen=True)
 class Preset:
     """One recipe: its settings (every field), where each comes from, and the published numbers.
@@ -75,6 +63,7 @@ class Preset:
     reproduces. ``finetune_of``: the preset whose trained run this one continues (its best weights).
     ``evaluation``: the settings the papers scored with, ``{"cache": {...}, "dyneval": {...}}``.
     ``own``: the recipe is the course's, not a paper's; its ``published`` rows stand beside it for comparison.
+    ``cited``: False for a model kind's defaults (:func:`uncited`), where no field has a source.
     """
 
     name: str
@@ -87,6 +76,7 @@ class Preset:
     finetune_of: Optional[str] = None
     evaluation: dict = field(default_factory=dict)
     own: bool = False  # the course's own recipe: ``published`` rows are for comparison, not reproduced
+    cited: bool = True  # False: a kind's config defaults (:func:`uncited`), no source given for any field
 
     @property
     def kind(self) -> str:
@@ -215,8 +205,7 @@ MOS_FINETUNE = cited(f"{MOS}, finetune.py (ASGD from the trained weights, same w
 def _training_only(recipe: tuple[dict, dict]) -> tuple[dict, dict]:
     """The fields of ``recipe`` that are not the recurrent model's (the training loop's and the recipe's)."""
     values, sources = recipe
-    model = {f.name for f in dataclasses.fields(LMConfig)}
-    keep = [k for k in values if k not in model]
+    keep = [k for k in values if field_names("rnnlm").get(k) != "model"]
     return {k: values[k] for k in keep}, {k: sources[k] for k in keep}
 
 
@@ -336,28 +325,11 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
 
 # ------------------------------------------------------------------------------- fields and values
 
-def _model_fields(kind: str = "rnnlm") -> dict:
-    """The model fields of ``kind``: its registered config class's, less ``vocab_size``."""
-    return {f.name: f for f in dataclasses.fields(model_config_class(kind)) if f.name != "vocab_size"}
-
-
-def _train_fields() -> dict:
-    return {f.name: f for f in dataclasses.fields(TrainConfig) if f.name not in NOT_SETTINGS}
-
-
-def field_names(kind: str = "rnnlm") -> dict:
-    """``{field: "model" | "train" | "recipe"}`` for every field a preset of model ``kind`` sets."""
-    out = dict.fromkeys(_model_fields(kind), "model")
-    out.update(dict.fromkeys(_train_fields(), "train"))
-    out.update(dict.fromkeys(RECIPE_FIELDS, "recipe"))
-    return out
-
-
 def _field_type(name: str, kind: str = "rnnlm"):
     """The declared type of a field (``Optional[int]`` and the like kept as they are)."""
     if name in RECIPE_FIELDS:
         return RECIPE_FIELDS[name][0]
-    cls = model_config_class(kind) if name in _model_fields(kind) else TrainConfig
+    cls = model_config_class(kind) if field_names(kind).get(name) == "model" else TrainConfig
     return typing.get_type_hints(cls)[name]
 
 
@@ -366,6 +338,35 @@ def get(name: str) -> Preset:
     if name not in PRESETS:
         raise KeyError(f"There is no preset {name!r}: use one of {', '.join(PRESETS)}.")
     return PRESETS[name]
+
+
+UNCITED = "not a paper's: the default of {owner} (python -m lmcourse train --kind {kind}; nothing here is cited)"
+
+
+def uncited(kind: str, data: Optional[str] = None) -> Preset:
+    """A registered model ``kind`` with its config class's defaults, TrainConfig's and the recipe's, on ``data``:
+    no paper's recipe, so no field is cited (each source says so) and no scale shrinks it. TrainConfig has no
+    default number of epochs: the run gives it (``--set epochs=N``). An unregistered kind, or one registered
+    without its config class, is one ValueError sentence."""
+    groups = field_names(kind)
+    owners = {"model": model_config_class(kind), "train": TrainConfig}
+    values, sources = {}, {}
+    for f in [*dataclasses.fields(owners["model"]), *dataclasses.fields(TrainConfig)]:
+        if groups.get(f.name) in owners and f.default is not dataclasses.MISSING:
+            values[f.name], sources[f.name] = f.default, UNCITED.format(owner=owners[groups[f.name]].__name__,
+                                                                        kind=kind)
+    for name, (_, default, _) in RECIPE_FIELDS.items():
+        values[name], sources[name] = default, UNCITED.format(owner="the recipe", kind=kind)
+    values["kind"] = kind
+    return Preset(kind, f"a {kind} model with its config's defaults (uncited)", data, values, sources, (), own=True,
+                  cited=False)
+
+
+def of_record(meta: dict) -> Preset:
+    """The preset a run's record (``preset.json``) names: a paper's by its name, or the defaults of its kind."""
+    if meta.get("cited", True):
+        return get(meta["preset"])
+    return uncited(meta["settings"]["kind"], meta["data"])
 
 
 _NONE, _TRUE, _FALSE = ("none", "null"), ("true", "yes", "1", "on"), ("false", "no", "0", "off")
@@ -418,7 +419,7 @@ def parse_overrides(pairs, kind: str = "rnnlm") -> dict:
             raise ValueError(f"--set {pair}: there is no setting {key!r}; the settings are {', '.join(close)}.")
         if key == "kind" and value.strip() != kind:
             raise ValueError(f"--set {pair}: a preset's model kind is its recipe ({kind}); choose a preset of the "
-                             "kind you want instead.")
+                             "kind you want, or train the kind with --kind, instead.")
         out[key] = parse_value(key, value, kind)
     return out
 
@@ -435,68 +436,6 @@ def resolve(preset: Preset, scale: str, overrides: Optional[dict] = None) -> dic
     return settings
 
 
-def check(settings: dict) -> None:
-    """One ValueError sentence for the first setting that is unknown or out of range.
-
-    The model and training fields are checked by building the kind's config class and
-    :class:`TrainConfig` (every number finite, in range, whole where it must be); the recipe
-    fields here: flags are booleans, token counts positive integers or None.
-    """
-    if not isinstance(settings, dict):
-        raise ValueError(f"The settings must be a dict of field values, got {type(settings).__name__}.")
-    kind = settings.get("kind", "rnnlm")  # a record written before presets had kinds holds an rnnlm
-    if not isinstance(kind, str):
-        raise ValueError(f"kind must name a registered model kind such as 'rnnlm', got {kind!r}.")
-    model_config_class(kind)  # a kind nobody registered: one sentence naming the known ones
-    known = field_names(kind)
-    unknown = sorted(k for k in settings if k not in known)
-    if unknown:
-        raise ValueError(f"There is no setting {unknown[0]!r}: the settings are {', '.join(sorted(known))}.")
-    for name, (type_, _, _) in RECIPE_FIELDS.items():
-        value = settings.get(name)
-        if type_ is str:
-            continue  # the kind, checked above
-        if type_ is bool and not isinstance(value, bool):
-            raise ValueError(f"{name} must be true or false, got {value!r}.")
-        if type_ is not bool and value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                                       or value < 1):
-            raise ValueError(f"{name} must be a positive whole number of tokens, or none for the whole split, "
-                             f"got {value!r}.")
-    model_config(settings, 2)
-    train_config(settings)
-
-
-def _split(settings: dict, group: str) -> dict:
-    names = field_names(settings.get("kind", "rnnlm"))
-    return {k: v for k, v in settings.items() if names.get(k) == group}
-
-
-def model_config(settings: dict, vocab_size: int):
-    """The model config of resolved ``settings`` (the config class registered for their ``kind``: an
-    :class:`LMConfig` for ``rnnlm``) for a vocabulary of ``vocab_size`` words."""
-    return model_config_class(settings.get("kind", "rnnlm"))(vocab_size=vocab_size, **_split(settings, "model"))
-
-
-def train_config(settings: dict, **where) -> TrainConfig:
-    """The :class:`TrainConfig` of resolved ``settings`` (``where``: ``out_dir``, ``progress``, ...).
-
-    With ``loss_sum_over_time`` the paper's rate and clip are converted for the trainer's per-token
-    mean loss: ``lr * bptt`` and ``clip / bptt`` (see the module docstring).
-    """
-    values = _split(settings, "train")
-    numbers = all(isinstance(values.get(k), (int, float)) and not isinstance(values.get(k), bool)
-                  for k in ("lr", "clip", "bptt"))
-    if settings.get("loss_sum_over_time") and numbers and values["bptt"]:
-        values["lr"] = values["lr"] * values["bptt"]
-        values["clip"] = values["clip"] / values["bptt"]
-    return TrainConfig(**values, **where)
-
-
-def recipe(settings: dict) -> dict:
-    """The recipe fields of resolved ``settings``."""
-    return _split(settings, "recipe")
-
-
 # ------------------------------------------------------------------------------- describing
 
 def published_rows(preset: Preset) -> list:
@@ -509,5 +448,7 @@ def describe(preset: Preset) -> str:
     numbers = "; ".join(f"{row.model}: {'test ' if row.valid is None else f'valid {row.valid:g}, test '}"
                         f"{row.test:g} ({row.citation})" for row in published_rows(preset))
     after = f" Continues a trained `{preset.finetune_of}` run." if preset.finetune_of else ""
+    if not preset.cited:
+        return f"{preset.name}: {preset.summary}."
     label = "Not a paper's recipe; for comparison" if preset.own else "Published"
     return f"{preset.name}: {preset.summary}.{after} {label}: {numbers}."

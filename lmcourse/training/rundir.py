@@ -3,7 +3,7 @@
 ``TrainConfig(out_dir=DIR)`` makes the trainer keep, atomically (a temporary file renamed over
 the old one, so an interruption never leaves half a file)::
 
-    DIR/config.json    {"format": 1, "model": {LMConfig}, "train": {TrainConfig}, "world_size": W}
+    DIR/config.json    {"format": 2, "kind": K, "model": {its config}, "train": {TrainConfig}, "world_size": W}
     DIR/history.json   {"rows": [one dict per epoch], "best": row | null, "start": {...}, "stop_reason": ...}
     DIR/best.pt        the best validation weights, a checkpoint for lmcourse.training.checkpoint.load_checkpoint
     DIR/last.pt        the state to resume from (below); written only when an epoch ran to its end
@@ -129,8 +129,10 @@ class RunDir:
     def _write_json(self, name: str, obj) -> Path:
         return atomic_write_bytes(self.file(name), json.dumps(obj, indent=1, default=str).encode())
 
-    def write_config(self, model_config: dict, train_config: dict, world_size: int) -> Path:
-        return self._write_json(CONFIG, {"format": FORMAT, "model": model_config, "train": train_config,
+    def write_config(self, kind: str, model_config: dict, train_config: dict, world_size: int) -> Path:
+        """``config.json``: the model's ``kind`` (registered with :func:`lmcourse.lm.register_model`) and its
+        config's fields, the training's, and the number of processes."""
+        return self._write_json(CONFIG, {"format": FORMAT, "kind": kind, "model": model_config, "train": train_config,
                                          "world_size": world_size})
 
     def write_history(self, history: dict) -> Path:
@@ -145,7 +147,8 @@ class RunDir:
     # ---------------------------------------------------------------- reading
 
     def read_config(self) -> dict:
-        """``{"model": {...}, "train": {...}, "world_size": W}`` from ``config.json``."""
+        """``{"kind": K, "model": {...}, "train": {...}, "world_size": W}`` from ``config.json`` (a file written
+        before runs named their kind has none: it holds an ``rnnlm``, :mod:`lmcourse.training.compat`)."""
         path = self.file(CONFIG)
         try:
             config = json.loads(path.read_text())
@@ -154,7 +157,9 @@ class RunDir:
                               "give the out_dir of a training run.") from None
         if not isinstance(config, dict) or config.get("format") not in (1, FORMAT) or "model" not in config:
             raise RunDirError(f"{path} is not the config.json of an lmcourse run: give the out_dir of a training run.")
-        for key, kind in (("model", dict), ("train", dict), ("world_size", int)):
+        for key, kind in (("model", dict), ("train", dict), ("world_size", int), ("kind", str)):
+            if key == "kind" and key not in config:
+                continue  # written before runs named their kind
             if not isinstance(config.get(key), kind) or isinstance(config.get(key), bool):
                 raise RunDirError(f"{path} has a malformed {key!r} entry (edited by hand?): restore the file the run "
                                   "wrote, or start the run again in a new folder.")

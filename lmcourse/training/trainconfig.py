@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import RunDirError, sentence
-from ..networks.models import LMConfig
+from ..lm import model_config_class
+from .compat import kind_of
 from .optim import OPTIMIZERS
 from .rundir import CONFIG, RunDir
 
@@ -177,12 +178,14 @@ class History:
         return {"rows": self.rows, "best": self.best, "start": self.start, "stop_reason": self.stop_reason}
 
 
-def load_run_config(out_dir) -> tuple[LMConfig, TrainConfig]:
-    """The model and training settings a run in ``out_dir`` was started with (its ``config.json``)."""
+def load_run_config(out_dir) -> tuple:
+    """``(model config, TrainConfig)`` a run in ``out_dir`` was started with (its ``config.json``): the model's
+    config is the class registered for the kind the file names (a file that names none holds an ``rnnlm``)."""
     run = RunDir(out_dir)
     config = run.read_config()
     try:
-        return LMConfig(**config["model"]), TrainConfig(**config["train"])
+        model = model_config_class(kind_of(config))(**config["model"])
+        return model, TrainConfig(**config["train"])
     except (TypeError, ValueError) as error:
         raise RunDirError(f"{run.file(CONFIG)} holds settings that are not valid (edited by hand?), "
                           f"{sentence(error).rstrip('.')}: restore the file the run wrote, or start the run again "

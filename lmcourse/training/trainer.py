@@ -182,7 +182,7 @@ class Trainer:
                 self.generator.set_state(distributed.broadcast(self.generator.get_state()))
             self.net = distributed.wrap(self.model)  # (DistributedDataParallel under torchrun)
             if self.rundir is not None and self.main:
-                self.rundir.write_config(self.model.config.as_dict(), asdict(self.config), self.world)
+                self.rundir.write_config(self.model.kind, self.model.config.as_dict(), asdict(self.config), self.world)
             self._emit("on_train_begin")
             reason = self._epochs()
         except KeyboardInterrupt:

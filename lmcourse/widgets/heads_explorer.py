@@ -24,7 +24,7 @@ import torch
 from ..adapt.cache import attention as cache_attention, check_theta
 from ..lm import check_tokens
 from ..networks.base import inference
-from .fallback import WithFallback
+from .fallback import WithFallback, png_of
 
 __all__ = ["head_weights", "copy_share", "cache_copy_share", "HeadsExplorer"]
 
@@ -146,7 +146,6 @@ class HeadsExplorer:
         import ipywidgets as w
         import matplotlib.pyplot as plt
 
-        from .fallback import png_of
 
         box = w.BoundedIntText(value=int(t), min=1, max=len(self.tokens) - 1, description="t")
         out = w.Image(format="png")

@@ -14,7 +14,8 @@ import math
 
 import torch
 
-from . import Unsolved, Wrong, exercise
+from ...corpora.data import load_corpus
+from .registry import Unsolved, Wrong, exercise
 
 DISCOUNTS = (0.1, 0.3, 0.5, 0.7, 0.9)  # the grid of exercise 01.discount
 ADDK_V = 1_000  # the vocabulary size of exercise 01.addk-limit
@@ -100,8 +101,6 @@ def kn_bigram_logprobs(train: torch.Tensor, test: torch.Tensor, V: int, eos: int
 def best_discount(grid=DISCOUNTS) -> tuple[float, float]:
     """The bigram discount on ``grid`` with the lowest validation perplexity on the embedded corpus, and
     the discount Kneser-Ney estimates from the counts of counts."""
-    from ...corpora.data import load_corpus
-
     corpus = load_corpus("embedded")
     V, eos = len(corpus.vocab), corpus.vocab.eos
     ppl = {D: float(-kn_bigram_logprobs(corpus.train, corpus.valid, V, eos, D).mean()) for D in grid}

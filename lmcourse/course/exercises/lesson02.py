@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from . import Wrong, exercise, multiple_choice
+from ...corpora.data import batchify, bptt_batches
+from ...networks.gradflow import grad_norm_vs_lag
+from .registry import Wrong, exercise, multiple_choice
 
 STREAM, COLUMNS, BPTT = 1_000, 16, 35  # exercise 02.batches
 LAG, RATIO, BIASES = 50, 1e-3, (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)  # exercise 02.forget-bias
@@ -63,8 +65,6 @@ def check_cifg(answer) -> str:
 
 def batches_reference(n: int = STREAM, columns: int = COLUMNS, bptt: int = BPTT) -> tuple:
     """(rows of batchify, number of windows, length of the last window), from the package."""
-    from ...corpora.data import batchify, bptt_batches
-
     source = batchify(torch.arange(n), columns)  # (rows, columns)
     windows = [x for x, _ in bptt_batches(source, bptt)]
     return source.size(0), len(windows), windows[-1].size(0)
@@ -89,8 +89,6 @@ def check_batches(answer) -> str:
 
 def forget_bias_reference() -> float:
     """The smallest bias in BIASES with |dL/dh| at lag LAG at least RATIO times |dL/dh| at lag 0."""
-    from ...networks.gradflow import grad_norm_vs_lag
-
     for b in BIASES:
         _, g = grad_norm_vs_lag("lstm", hidden_size=32, T=LAG + 1, seed=0, forget_bias=b)
         if g[LAG] >= RATIO * g[0]:

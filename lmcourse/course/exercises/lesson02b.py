@@ -15,7 +15,8 @@ import math
 
 import torch
 
-from . import Wrong, exercise
+from ...networks.gradflow import unroll
+from .registry import Wrong, exercise
 
 TAUS = (0.02, 0.5, 1.0, 2.0)  # exercise 02b.temperature
 HALF_LIFE_GATE = 0.9  # exercise 02b.forget-share: the gate whose half-life is asked for
@@ -75,8 +76,6 @@ def check_word_bits(answer) -> str:
 
 def share_reference(layer, inputs: torch.Tensor, threshold: float) -> float:
     """The share of the forget gates of ``layer`` over ``inputs`` (T, B, I) above ``threshold``."""
-    from ...networks.gradflow import unroll
-
     with torch.no_grad():
         f = torch.stack(unroll(layer, inputs)["f"])  # (T, B, H)
     return float((f > threshold).double().mean())

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from . import Wrong, exercise, multiple_choice
+from .registry import Wrong, exercise, multiple_choice
 
 P_EMBED, OCCURRENCES = 0.1, 3  # exercise 03.word-types
 P_FROM, P_TO = 0.5, 0.9  # exercise 03.weight-noise

@@ -17,15 +17,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import Wrong, exercise, multiple_choice
+from ...networks.models import LMConfig, RNNLM
+from ..frequency import compare_log_probs
+from .registry import Wrong, exercise, multiple_choice
 
 READ, TARGETS, V_ROWS = [1, 3, 1], [3, 1, 4], 6  # exercise 04.rows
 E_LIMIT = 200  # exercise 04.share-limit
 
 
 def _small_untied(V: int = 11, E: int = 6, seed: int = 0):
-    from ...networks.models import RNNLM, LMConfig
-
     torch.manual_seed(seed)
     return RNNLM(LMConfig(vocab_size=V, emb_size=E, hidden_size=E, num_layers=1, tie=False))
 
@@ -55,8 +55,6 @@ def check_tie(answer) -> str:
 
 def rows_reference(read=READ, targets=TARGETS, V: int = V_ROWS) -> tuple:
     """(rows of dL/dE, rows of dL/dW) that are nonzero, for an untied model reading ``read``."""
-    from ...networks.models import RNNLM, LMConfig
-
     torch.manual_seed(0)
     model = RNNLM(LMConfig(vocab_size=V, emb_size=4, hidden_size=4, num_layers=1, tie=False))
     out = model(torch.tensor(read).view(-1, 1))
@@ -133,8 +131,6 @@ def _band_case(seed: int = 0) -> tuple:
                           "band); the loss of a token is minus its log-probability; subtract in the order the "
                           "course's sign asks for.")
 def check_band(answer) -> str:
-    from ..frequency import compare_log_probs
-
     untied, tied, counts = _band_case()
     lo, hi = BAND
     want = float(compare_log_probs(untied, tied, counts, edges=BAND).change[0, 1])

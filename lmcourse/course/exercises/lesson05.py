@@ -15,7 +15,10 @@ from functools import lru_cache
 
 import torch
 
-from . import Wrong, exercise, multiple_choice
+from ...corpora.grammar import Params
+from ...networks.bottleneck import (centre, fit_softmax, kl_rows, lookup_log_probs, min_softmax_dim, numerical_rank,
+                                    singular_values, svd_curve)
+from .registry import Wrong, exercise, multiple_choice
 
 KNEE_VALUES = 40              # 05.knee: values in the lookup table
 SHARP_FROM, SHARP_TO, SHARP_D = 2.5, 5.0, 16  # 05.sharpness: the knob moves, the fit's dimension
@@ -29,9 +32,6 @@ def _low_rank(N: int, M: int, d: int, seed: int, bias: bool = False) -> torch.Te
 
 def _fit_cases() -> list[tuple[str, torch.Tensor, int]]:
     """(what it is, A, d): a truncation and an exact case for two tables."""
-    from ...corpora.grammar import Params
-    from ...networks.bottleneck import lookup_log_probs
-
     table = lookup_log_probs(Params(n_values=30))                  # (100, 30): exact from d = 29
     built = torch.log_softmax(_low_rank(40, 30, 4, 5, bias=True), 1)  # exact from d = 4
     return [("the 100 x 30 lookup table, d = 5", table, 5), ("the 100 x 30 lookup table, d = 29", table, 29),
@@ -42,8 +42,6 @@ def _fit_cases() -> list[tuple[str, torch.Tensor, int]]:
 @exercise("05.svd-fit", hint="the row shift and the bias are free in a softmax: take out what they can absorb first, "
                              "then ask which rank-d matrix is closest to what is left (the lesson's spectrum cell).")
 def check_svd_fit(answer) -> str:
-    from ...networks.bottleneck import kl_rows, min_softmax_dim, svd_curve
-
     for what, A, d in _fit_cases():
         logits = torch.as_tensor(answer(A.clone(), d)).double()
         if logits.shape != A.shape:
@@ -62,9 +60,6 @@ def check_svd_fit(answer) -> str:
 
 
 def _nobias_cases() -> list[tuple[str, torch.Tensor]]:
-    from ...corpora.grammar import Params
-    from ...networks.bottleneck import lookup_log_probs
-
     return [("log_softmax(H W^T + b) with d = 3", torch.log_softmax(_low_rank(30, 25, 3, 5, bias=True), 1)),
             ("log_softmax(H W^T) with d = 4", torch.log_softmax(_low_rank(30, 30, 4, 7), 1)),
             ("the lookup table with 20 values", lookup_log_probs(Params(n_values=20)))]
@@ -73,8 +68,6 @@ def _nobias_cases() -> list[tuple[str, torch.Tensor]]:
 @exercise("05.no-bias", hint="without a bias only the row shift (the normaliser) is free: remove the row means "
                              "and take the numerical rank.")
 def check_no_bias(answer) -> str:
-    from ...networks.bottleneck import min_softmax_dim, numerical_rank
-
     for what, A in _nobias_cases():
         got, want = answer(A.clone()), min_softmax_dim(A, bias=False)
         if int(got) != want:
@@ -91,9 +84,6 @@ def check_no_bias(answer) -> str:
 
 @lru_cache(maxsize=1)
 def knee_reference() -> int:
-    from ...corpora.grammar import Params
-    from ...networks.bottleneck import lookup_log_probs, min_softmax_dim
-
     return min_softmax_dim(lookup_log_probs(Params(n_values=KNEE_VALUES)))
 
 
@@ -117,9 +107,6 @@ def check_knee(answer) -> str:
 @lru_cache(maxsize=1)
 def sharpness_reference() -> dict:
     """What doubling the sharpness does: the spectrum's scale, the smallest exact d, and the KL at d = 16."""
-    from ...corpora.grammar import Params
-    from ...networks.bottleneck import centre, fit_softmax, lookup_log_probs, min_softmax_dim, singular_values
-
     A, B = (lookup_log_probs(Params(lookup_sharpness=s)) for s in (SHARP_FROM, SHARP_TO))
     ratio = float(singular_values(centre(B))[0] / singular_values(centre(A))[0])
     kl_a, kl_b = (fit_softmax(T, SHARP_D, max_iter=120).kl for T in (A, B))

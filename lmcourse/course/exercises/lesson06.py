@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from . import Wrong, exercise
+from ...networks.mos import MixtureOfSoftmaxes
+from .registry import Wrong, exercise
 
 RANK_N, RANK_V, RANK_D, RANK_K = 60, 40, 3, 2  # 06.rank: contexts, words, dimension, experts
 RTOL = 1e-8  # numerical rank: singular values above RTOL x the largest
@@ -56,8 +57,6 @@ def check_mixture(answer) -> str:
 
 def _rank_truth() -> dict:
     """The numerical ranks, computed: random weights, RANK_N contexts, RANK_V words, d = RANK_D."""
-    from ...networks.mos import MixtureOfSoftmaxes
-
     g = torch.Generator().manual_seed(60)
     H = torch.randn(RANK_N, RANK_D, generator=g, dtype=torch.float64)  # (N, d) contexts
     W = torch.randn(RANK_V, RANK_D, generator=g, dtype=torch.float64)  # (V, d) words

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from . import Wrong, exercise, multiple_choice
+from .registry import Wrong, exercise, multiple_choice
 
 V, H, N = 9, 5, 12  # a small cache: vocabulary, state size, stored positions
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from . import Wrong, exercise, multiple_choice
+from .registry import Wrong, exercise, multiple_choice
 
 
 def _tensors(seed: int, shapes=((4, 3), (5,), (2, 2))) -> list:

@@ -18,7 +18,8 @@ import math
 
 import torch
 
-from . import Wrong, exercise
+from ...corpora.data import variable_bptt_batches
+from .registry import Wrong, exercise
 
 __all__ = ["check_trigger", "check_mix", "check_window_mean", "check_earliest_switch"]
 
@@ -90,8 +91,6 @@ def check_mix(answer) -> str:
 
 def _window_mean(bptt: int = 70, draws: int = 20000) -> float:
     """The mean window length of variable BPTT, estimated from the package's own generator."""
-    from ...corpora.data import variable_bptt_batches
-
     source = torch.zeros(bptt * 2 * draws, 1, dtype=torch.long)
     g = torch.Generator().manual_seed(0)
     lengths = [n for _, _, n in variable_bptt_batches(source, bptt, g)][:draws]

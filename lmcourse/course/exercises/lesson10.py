@@ -14,7 +14,8 @@ import math
 
 import torch
 
-from . import Wrong, exercise
+from ...networks.transformer import Block, TransformerConfig
+from .registry import Wrong, exercise
 
 __all__ = ["check_attention", "check_block_params", "check_reach"]
 
@@ -52,8 +53,6 @@ def check_attention(answer) -> str:
 
 
 def _block_params(E: int, F: int) -> int:
-    from ...networks.transformer import Block, TransformerConfig
-
     with torch.device("meta"):
         block = Block(TransformerConfig(vocab_size=2, emb_size=E, n_heads=1, ffn_size=F))
     return sum(p.numel() for p in block.parameters())

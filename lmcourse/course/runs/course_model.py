@@ -20,7 +20,8 @@ The trained models are the rungs of lesson 09's ladder (:data:`TRAINED`), each t
 idea. A rung is one dict of settings (:func:`rung_settings`) in the course's one vocabulary
 (:mod:`lmcourse.training.settings`): the config classes' field names (``emb_size``, ``hidden_size``,
 ``batch_size``, ``n_experts``, ...), the corpus variant as its ``Params`` fields, and the course's own knobs
-(``d``, ``dropout_scale``, ``rung``, and the rung's additions under ``model`` and ``train``). A lesson that
+(``d``, ``dropout_scale``, ``rung``, and the rung's additions under ``model`` and ``train``), which
+:func:`rung_fields` reads as the one adapter's flat settings (:data:`RUNG`). A lesson that
 ablates the model (03) changes a rung's ``model`` or ``train`` dict and trains it with :func:`train_rung`
 under its own run name; a lesson that reads it (02b) or wraps it (07, 08, 09, 10) loads it with :func:`course_model`.
 Every rung is stored as the reference run ``course-model`` (``make runs LESSONS=09``).
@@ -34,15 +35,17 @@ import torch
 
 from ... import config
 from ...config import by_scale, seed_everything
+from ...corpora import embedded
+from ...corpora.data import load_corpus
 from ...corpora.grammar import Params
-from ...networks.models import LMConfig, RNNLM
 from ...store.stored_runs import CachedRun, train_or_load
 from ...training.callbacks import LivePlot
-from ...training.settings import configs
+from ...training.settings import Adapter
 from ...training.trainer import Trainer, TrainConfig
 
 __all__ = ["RUNS", "LESSON", "NAME", "SEEDS", "TRAINED", "AWD_PTB_DROPOUTS", "AWD_TRAINING", "VARIANT", "RUNG_ONLY",
-           "ladder_params", "ladder_corpus", "shared_settings", "rung_settings", "rung_configs", "model_config",
+           "ladder_params", "ladder_corpus", "shared_settings", "rung_settings", "rung_fields", "RUNG", "rung_configs",
+           "model_config",
            "train_config", "fit_on_one_thread", "train_rung", "averaging_epoch", "course_model", "regime", "CACHE_GRID"]
 
 LESSON = "09"  # ``make runs LESSONS=09`` regenerates the course model
@@ -78,9 +81,6 @@ def ladder_params(scale: str, **changes) -> Params:
 
 def ladder_corpus(params: Params):
     """The ladder's corpus for ``params`` (generated into the cache folder on first use, in seconds)."""
-    from ...corpora import embedded
-    from ...corpora.data import load_corpus
-
     return load_corpus(embedded.ensure(params=params))
 
 
@@ -122,12 +122,12 @@ def rung_settings(rung: str, seed: int, shared: dict) -> dict:
     return dict(shared, rung=rung, model=model, train=train, seed=seed)
 
 
-def rung_configs(settings: dict, vocab_size: int, **shown) -> tuple[LMConfig, TrainConfig]:
-    """The rung's :class:`LMConfig` and :class:`TrainConfig`, through the one adapter
-    (:func:`lmcourse.training.settings.configs`): the shared fields every rung reads, the rung's ``model`` and
-    ``train`` additions, and the sizes :math:`d` decides. ``num_layers`` LSTM layers (1 unless the settings
-    say) of ``hidden_size`` units, the last one of ``d`` units (the head's dimension; with one layer, a linear
-    map to ``d`` when ``d`` differs from ``hidden_size``); SGD's rate is kept (``lr_decay`` 1)."""
+def rung_fields(settings: dict) -> dict:
+    """The rung's settings as the one adapter reads them (:mod:`lmcourse.training.settings`, a recurrent LM): the
+    shared fields every rung reads, the sizes :math:`d` decides, then the rung's ``model`` and ``train`` additions.
+    ``num_layers`` LSTM layers (1 unless the settings say) of ``hidden_size`` units, the last one of ``d`` units
+    (the head's dimension; with one layer, a linear map to ``d`` when ``d`` differs from ``hidden_size``); SGD's
+    rate is kept (``lr_decay`` 1)."""
     s = {k: v for k, v in settings.items() if k not in RUNG_ONLY}
     if s.get("num_layers", 1) > 1:
         sizes = dict(last_size=s["d"])
@@ -135,17 +135,11 @@ def rung_configs(settings: dict, vocab_size: int, **shown) -> tuple[LMConfig, Tr
         sizes = dict(num_layers=1, head_size=None if s["d"] == s["hidden_size"] else s["d"])
     if s["d"] != s["emb_size"] and not s["model"].get("tie"):  # untied output vectors as wide as the tied ones
         sizes["vector_size"] = s["emb_size"]
-    return configs(s, vocab_size, model={**sizes, **s["model"]}, **{"lr_decay": 1.0, **s["train"], **shown})
+    return {**s, **sizes, **s["model"], "lr_decay": 1.0, **s["train"]}
 
 
-def model_config(settings: dict, vocab_size: int) -> LMConfig:
-    """The rung's network (:func:`rung_configs`)."""
-    return rung_configs(settings, vocab_size)[0]
-
-
-def train_config(settings: dict, **shown) -> TrainConfig:
-    """How the rung is trained (:func:`rung_configs`); ``shown``: how training is shown."""
-    return rung_configs(settings, 1, **shown)[1]
+RUNG = Adapter(rung_fields)  # a rung's network, its training, both, or a fresh model of it
+rung_configs, model_config, train_config = RUNG.configs, RUNG.model_config, RUNG.train_config
 
 
 def fit_on_one_thread(build: Callable[[], torch.nn.Module], settings: dict, corpus, config: TrainConfig,
@@ -171,8 +165,8 @@ def train_rung(settings: dict, corpus, floor: Optional[float] = None, retrain: O
 
     ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key. A lesson that trains a
     branch of the course model stores it under its own ``name`` and ``lesson``; ``build(settings, vocab_size)``
-    makes its network (default: :class:`RNNLM` of :func:`model_config`)."""
-    make = build or (lambda s, n: RNNLM(model_config(s, n)))
+    makes its network (default: the rung's, :data:`RUNG`)."""
+    make = build or RUNG.build
 
     def fit():
         return fit_on_one_thread(lambda: make(settings, len(corpus.vocab)), settings, corpus,

@@ -125,12 +125,11 @@ def measure(settings: dict, corpus, progress: Optional[bool] = None, plot: bool 
     return dict(history=run.history, valid=perplexity(model, corpus.valid), test=perplexity(model, corpus.test))
 
 
-def variant_numbers(variant: str, seed: int, corpus, scale: Optional[str] = None, progress: Optional[bool] = None,
+def variant_numbers(variant: str, seed: int, corpus, scale: str, progress: Optional[bool] = None,
                     plot: bool = False, floor: Optional[float] = None, dataset=None,
                     retrain: Optional[bool] = None) -> dict:
-    """The stored numbers of one variant (committed, then the user's cache), trained when there are none or
-    ``retrain`` (or ``LMCOURSE_RETRAIN=1``) asks; ``"loaded"`` says which."""
-    scale = scale or config.SCALE
+    """The stored numbers of one variant at ``scale`` (committed, then the user's cache), trained when there are
+    none or ``retrain`` (or ``LMCOURSE_RETRAIN=1``) asks; ``"loaded"`` says which."""
     settings = variant_settings(variant, seed, lesson_shared(scale))
     return compute_or_load(NAME, settings, lambda: measure(settings, corpus, progress, plot, floor), corpus.vocab,
                            scale=scale, dataset=config.DATASET if dataset is None else dataset, recompute=retrain,

@@ -13,6 +13,8 @@ from dataclasses import asdict
 from functools import lru_cache
 
 from ...config import by_scale
+from ...corpora import embedded
+from ...corpora.data import load_corpus
 from ...corpora.grammar import Params
 from .. import rank_runs
 
@@ -47,9 +49,6 @@ def configs(head: str, seed: int, k: dict, vocab_size: int) -> tuple:
 
 @lru_cache(maxsize=4)
 def _corpus(params_json: str):
-    from ...corpora import embedded
-    from ...corpora.data import load_corpus
-
     return load_corpus(embedded.ensure(params=Params(**json.loads(params_json))))
 
 

@@ -193,11 +193,10 @@ def halves(model, corpus, summary: dict, grid: dict, progress: Optional[bool] = 
     return {"static": torch.cat(static).float(), "dynamic": torch.cat(dynamic).float()}
 
 
-def stored_halves(seed: int, scale: Optional[str] = None, progress: Optional[bool] = None, dataset=None,
+def stored_halves(seed: int, scale: str, progress: Optional[bool] = None, dataset=None,
                   recompute: Optional[bool] = None) -> dict:
-    """One seed's halves (:func:`halves`), loaded (the committed numbers, then the user's cache) or computed and
-    stored; the passes they read (:func:`stored_passes`) come first."""
-    scale = scale or config.SCALE
+    """One seed's halves (:func:`halves`) at ``scale``, loaded (the committed numbers, then the user's cache) or
+    computed and stored; the passes they read (:func:`stored_passes`) come first."""
     found, run, corpus = stored_passes(seed, scale, progress, dataset)
     model = run.model.to(device()).eval()
     return compute_or_load(HALVES, halves_settings(seed, scale),
@@ -205,11 +204,10 @@ def stored_halves(seed: int, scale: Optional[str] = None, progress: Optional[boo
                            scale=scale, dataset=config.DATASET if dataset is None else dataset, recompute=recompute)
 
 
-def stored_passes(seed: int, scale: Optional[str] = None, progress: Optional[bool] = None, dataset=None,
+def stored_passes(seed: int, scale: str, progress: Optional[bool] = None, dataset=None,
                   recompute: Optional[bool] = None) -> tuple:
-    """``(numbers, run, corpus)`` for ``seed``: the passes loaded (or computed and stored), the course model's run
-    and its corpus; ``numbers["summary"]`` is the decoded ``json``."""
-    scale = scale or config.SCALE
+    """``(numbers, run, corpus)`` for ``seed`` at ``scale``: the passes loaded (or computed and stored), the course
+    model's run and its corpus; ``numbers["summary"]`` is the decoded ``json``."""
     run, corpus = course_model(RUNG, seed, scale)
     model = run.model.to(device()).eval()
     found = compute_or_load(NAME, pass_settings(seed, scale), lambda: passes(model, corpus, grids(scale), progress),

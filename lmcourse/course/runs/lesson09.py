@@ -16,11 +16,13 @@ import torch
 from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
 from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...corpora.grammar import Params
-from ...lm import perplexity_from_nll
-from .lesson08 import RULE, STATS_BATCH, rule as dyneval_rule
+from ...corpora.oracle import Oracle
+from ...lm import perplexity_from_nll, perplexity
+from ...ngram.model import NGramLM
 from .course_model import (AWD_PTB_DROPOUTS, AWD_TRAINING, CACHE_GRID, RUNG_ONLY, SEEDS, TRAINED, VARIANT,
-                           averaging_epoch, course_model, fit_on_one_thread, ladder_corpus, ladder_params,
-                           model_config, rung_configs, rung_settings, shared_settings, train_config, train_rung)
+                           averaging_epoch, course_model, fit_on_one_thread, ladder_corpus, ladder_params, model_config,
+                           rung_configs, rung_settings, shared_settings, train_config, train_rung)
+from .lesson08 import RULE, STATS_BATCH, rule as dyneval_rule
 
 __all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
            "rung_settings", "wrapper_settings", "fit_on_one_thread", "train_rung", "wrappers", "dyneval_rule",
@@ -114,10 +116,6 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
                store: bool = False, wrap: bool = True) -> dict:
     """Every rung for one seed (the benchmark's path; the lesson trains rung by rung on screen);
     ``wrap=False`` skips the test-time rungs."""
-    from ...corpora.oracle import Oracle
-    from ...lm import perplexity
-    from ...ngram.model import NGramLM
-
     shared = shared_settings(scale, **(changes or {}))
     params = Params(**shared["corpus"])
     corpus = ladder_corpus(params)

@@ -24,15 +24,13 @@ from typing import Optional
 
 from ... import config as global_config
 from ...lm import perplexity
-from ...networks.transformer import TransformerConfig, TransformerLM
 from ...store.stored_numbers import compute_or_load
 from ...store.stored_runs import CachedRun, train_or_load
-from ...training.settings import split
-from ...training.trainer import TrainConfig
+from ...training.settings import Adapter
 from . import lesson09 as ladder
 
-__all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "CACHE_GRID", "DYN_GRID", "transformer_settings", "model_config",
-           "fit", "train_transformer", "equal_time_numbers", "epochs_for_time", "wrapper_settings", "wrappers"]
+__all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "CACHE_GRID", "DYN_GRID", "transformer_settings",
+           "transformer_fields", "TRANSFORMER_RUN", "model_config", "train_config", "fit", "train_transformer", "equal_time_numbers", "epochs_for_time", "wrapper_settings", "wrappers"]
 
 SEEDS = ladder.SEEDS
 BUDGETS = ("equal parameters", "equal time")
@@ -73,25 +71,23 @@ def transformer_settings(budget: str, seed: int, shared: dict, scale: str) -> di
                 model=dict(tie=True, dropout=dropout), train=dict(optimizer="adam"))
 
 
-def model_config(settings: dict, vocab_size: int) -> TransformerConfig:
-    """The Transformer of ``settings``: width ``emb_size``, head of dimension ``d``, window ``bptt``."""
+def transformer_fields(settings: dict) -> dict:
+    """The run's settings as the one adapter reads them (:mod:`lmcourse.training.settings`, a ``transformer``): the
+    Transformer of width ``emb_size``, head of dimension ``d`` and window ``bptt``, the block's sizes; trained with
+    the settings' TrainConfig fields, the block's rate, decay and warm-up, and the run's ``train``."""
     s, b = settings, settings["block"]
-    return TransformerConfig(vocab_size=vocab_size, emb_size=s["emb_size"], num_layers=b["layers"], n_heads=b["heads"],
-                             ffn_size=b["ffn"], window=s["bptt"], positions=b["positions"],
-                             head_size=None if s["d"] == s["emb_size"] else s["d"], **s["model"])
+    return dict(s, kind="transformer", num_layers=b["layers"], n_heads=b["heads"], ffn_size=b["ffn"], window=s["bptt"],
+                positions=b["positions"], head_size=None if s["d"] == s["emb_size"] else s["d"], lr=b["lr"],
+                lr_decay=b["lr_decay"], warmup=b["warmup"], **s["model"], **s["train"])
 
 
-def train_config(settings: dict, **shown) -> TrainConfig:
-    """How the Transformer is trained: the settings' :class:`TrainConfig` fields (the one vocabulary,
-    :func:`lmcourse.training.settings.split`), the block's rate, decay and warm-up, the run's ``train``."""
-    b = settings["block"]
-    _, train, _ = split(settings)
-    return TrainConfig(**train, lr=b["lr"], lr_decay=b["lr_decay"], warmup=b["warmup"], **settings["train"], **shown)
+TRANSFORMER_RUN = Adapter(transformer_fields)  # a run's network, its training, or a fresh model of it
+model_config, train_config = TRANSFORMER_RUN.model_config, TRANSFORMER_RUN.train_config
 
 
 def fit(settings: dict, corpus, floor: Optional[float] = None, plot: bool = True, progress: Optional[bool] = None):
     """Train one Transformer run from its seed on one thread: ``(model, history)``."""
-    return ladder.fit_on_one_thread(lambda: TransformerLM(model_config(settings, len(corpus.vocab))), settings,
+    return ladder.fit_on_one_thread(lambda: TRANSFORMER_RUN.build(settings, len(corpus.vocab)), settings,
                                     corpus, train_config(settings, progress=progress, live_plot=plot), floor, plot)
 
 

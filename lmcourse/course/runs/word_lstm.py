@@ -17,11 +17,10 @@ from typing import Optional, Sequence
 
 from ... import config
 from ...config import by_scale, seed_everything
-from ...networks.models import LMConfig, RNNLM
 from ...store.stored_runs import CachedRun, train_or_load
 from ...training.callbacks import Callback, KeepCurve, LivePlot
-from ...training.settings import configs
-from ...training.trainer import Trainer, TrainConfig
+from ...training.settings import Adapter
+from ...training.trainer import Trainer
 
 def word_lstm(scale: Optional[str] = None) -> tuple[str, dict]:
     """``(name, settings)`` of the word LSTM at ``scale`` (default: the current one)."""
@@ -32,33 +31,33 @@ def word_lstm(scale: Optional[str] = None) -> tuple[str, dict]:
                     gpu=("word-lstm-gpu", dict(medium, train_tokens=None)), scale=scale)
 
 
-def model_config(settings: dict, vocab_size: int) -> LMConfig:
-    """The network of ``settings``: standard dropout at one rate on the embeddings, between layers and at the output."""
+def word_fields(settings: dict) -> dict:
+    """The settings as the one adapter reads them (:mod:`lmcourse.training.settings`, a recurrent LM): standard
+    dropout at one rate on the embeddings, between layers and at the output."""
     d = settings["dropout"]
-    return configs(settings, vocab_size, model=dict(dropouth=d, dropouti=d, dropout_kind="standard"))[0]
+    return dict(settings, kind="rnnlm", dropouth=d, dropouti=d, dropout_kind="standard")
 
 
-def fresh(settings: dict, vocab) -> RNNLM:
+WORD = Adapter(word_fields)  # the network of settings, its training, or a fresh model of it
+model_config, train_config = WORD.model_config, WORD.train_config
+
+
+def fresh(settings: dict, vocab):
     """The word LSTM as its seed initialises it, before any training."""
     seed_everything(settings["seed"])
-    model = RNNLM(model_config(settings, len(vocab)))
+    model = WORD.build(settings, len(vocab))
     model.vocab = vocab
     return model
 
 
-def train_config(settings: dict, **shown) -> TrainConfig:
-    """The training of ``settings`` (``shown``: how it is shown, e.g. ``progress=False``)."""
-    return configs(settings, 1, **shown)[1]
-
-
-def train(corpus, scale: Optional[str] = None, dataset=None, plot: Optional[LivePlot] = None,
+def train(corpus, scale: str, dataset=None, plot: Optional[LivePlot] = None,
           callbacks: Sequence[Callback] = (), retrain: Optional[bool] = None, **shown) -> CachedRun:
     """The word LSTM of ``scale`` on ``corpus``: loaded from the user's cache when stored, else trained and stored
     there (never in ``reference_runs/``).
 
     ``plot`` (a :class:`LivePlot`) draws the training live and keeps its within-epoch points in the history
     (``row["curve"]``); ``dataset`` is the corpus's name in the run's key (default: the current dataset)."""
-    scale, dataset = scale or config.SCALE, config.DATASET if dataset is None else dataset
+    dataset = config.DATASET if dataset is None else dataset
     name, settings = word_lstm(scale)
 
     def fit():
