@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
+from .notation import change
 
 __all__ = ["MAX_SIZE", "MIN_POINTS", "DIAGRAMS", "lstm_cell", "gradient_path", "dropout_masks", "tied_matrix",
            "softmax_bottleneck", "mos_head", "cache_attention", "dynamic_evaluation", "ladder", "attention_block",
@@ -440,7 +441,6 @@ def ladder(values: Optional[Mapping[str, float]] = None, rungs: Sequence[str] = 
     added at test time. With ``values`` (rung -> perplexity, lower is better) each step stands at its number,
     labelled with it and with its change on the rung before (:func:`lmcourse.course.notation.change`);
     without, the steps are drawn evenly as a map of the lesson."""
-    from .notation import change
 
     rungs = list(rungs)
     if not 2 <= len(rungs) <= 9:

@@ -47,6 +47,7 @@ from typing import Iterable, Optional, Sequence
 
 from .catalog import lesson_id, lessons
 from .rendered import input_hidden
+from . import exercises as registry
 
 __all__ = ["CHECKS", "MAX_CODE_LINES", "MAX_TITLE_WORDS", "MAX_SENTENCE_WORDS", "Finding", "slides",
            "announces_skipped", "long_code", "title_words", "shown_takeaways", "shown_rendered", "untitled_slides",
@@ -334,7 +335,6 @@ def _exercise_text(cell) -> str:
 
 def exercise_findings(nb) -> list[Finding]:
     """Each exercise's check, hint, solution, and the outputs stored before its solution (see the table above)."""
-    from . import exercises as registry
 
     found = []
     cells = nb["cells"]

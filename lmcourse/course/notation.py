@@ -36,6 +36,10 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
 from .catalog import REPO, lesson_id, lessons
+from ..lm import perplexity
+from ..corpora.grammar import Params
+from ..corpora.oracle import Oracle
+from ..ngram.model import NGramLM
 
 __all__ = ["Symbol", "SYMBOLS", "symbols", "relative_change", "change", "difference", "MINUS", "Floor", "FLOORS",
            "floor_of", "card_text", "corpus_card", "Rename", "RENAMES", "renames", "page", "PAGE"]
@@ -269,15 +273,11 @@ def floor_of(corpus, params=None, splits: Sequence[str] = ("valid", "test")) -> 
     """The floor of each split: the oracle's perplexity on an embedded corpus (``params``: its variant's,
     the default variant's when None), the modified Kneser-Ney 5-gram's on a real one (fitted on ``train``,
     reading the text as one stream like the neural models)."""
-    from ..lm import perplexity
 
     if _is_embedded(corpus):
-        from ..corpora.grammar import Params
-        from ..corpora.oracle import Oracle
 
         model = Oracle(corpus.vocab, params if params is not None else Params())
     else:
-        from ..ngram.model import NGramLM
 
         model = NGramLM(corpus.vocab, 5, smoothing="mkn", mode="stream").fit(corpus.train)
     return {s: perplexity(model, getattr(corpus, s)) for s in splits}
