@@ -38,3 +38,37 @@ def lessons(names: Sequence[str] = (), folder: Path = NOTEBOOKS) -> list[Path]:
             raise ValueError(f"{name!r} is not a lesson: give a number such as 7, 07 or 2b, or a notebook's path.")
         chosen.append(match[0])
     return chosen
+
+
+# ------------------------------------------------------------------- which corpus each lesson reads, and why
+
+# Lessons that read the corpus LMCOURSE_DATASET names (``load_corpus(DATASET)``); every other lesson says, in its
+# first cell, which corpora it reads whatever the setting says, and why (:data:`CORPORA`, :func:`corpus_note`).
+HONOURS_DATASET = ("01", "02")
+_COURSE_MODEL = "the course model's variant of the embedded corpus (with its exact oracle)"
+_PTB = "Penn Treebank"
+CORPORA = {
+    "02b": (f"Tiny Shakespeare's characters and {_COURSE_MODEL}", "its two models are committed for those corpora"),
+    "03": (f"{_COURSE_MODEL}, and {_PTB}", "its ablations are branches of those committed models"),
+    "04": (f"{_COURSE_MODEL}, and {_PTB}", "it compares committed models trained on them"),
+    "05": ("a lookup-rich variant of the embedded corpus",
+           "its oracle gives the exact log-probability matrix whose rank the lesson measures"),
+    "06": ("the same lookup-rich variant of the embedded corpus as lesson 05",
+           "its lookups need a log-probability matrix of known rank"),
+    "07": (f"{_COURSE_MODEL}, and {_PTB}", "the cache wraps the models committed for them"),
+    "08": (f"{_COURSE_MODEL}, and {_PTB}", "dynamic evaluation wraps the models committed for them"),
+    "09": (f"{_COURSE_MODEL}, and {_PTB}", "the ladder climbs the models committed for them"),
+    "10": (_COURSE_MODEL, "its Transformer is set beside the course model on that corpus"),
+}
+
+
+def corpus_note(lesson: str, dataset: str) -> str:
+    """The one sentence a lesson's first cell prints about its corpus: which corpus it reads, and, for a lesson
+    that does not read the one ``LMCOURSE_DATASET`` names (``dataset``), which it reads instead and why."""
+    if lesson in HONOURS_DATASET:
+        return f"Corpus: {dataset!s}, as LMCOURSE_DATASET says (unset: the embedded corpus)."
+    if lesson not in CORPORA:
+        raise KeyError(f"Lesson {lesson!r} is not in lmcourse.course.catalog.CORPORA: say which corpus it reads and "
+                       "why, or add it to HONOURS_DATASET.")
+    reads, why = CORPORA[lesson]
+    return f"Corpus: {reads}, whatever LMCOURSE_DATASET says (now {dataset!s}): {why}."
