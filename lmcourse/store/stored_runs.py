@@ -139,7 +139,7 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
     rows = list(getattr(history, "rows", history) or [])
     if not reference.kept(scale):
         return CachedRun(model, rows, False, None)
-    complete = getattr(history, "stop_reason", "completed") == "completed"
+    complete = getattr(history, "stop_reason", "completed") in ("completed", "converged")  # ran to its end, by its rule
     extra = {"run": name, "settings": settings, "complete": complete, "saved_at": time.time()}
     save_checkpoint(path, model, vocab, rows, extra)
     if complete and reference_run and reference.storing(scale):

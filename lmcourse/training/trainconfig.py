@@ -55,7 +55,10 @@ class TrainConfig:
     by ``lr_decay`` whatever validation says (Zaremba et al. 2014, Section 4.1: after 6 epochs, by
     1.2 after each epoch). ``stop_nonmono``: end the run as soon as the validation loss is worse than
     the best of the epochs before the last ``nonmono`` ones, NT-ASGD's trigger used as a stopping
-    rule (stop_reason ``'non-monotone'``; the awd-lstm-lm code's ``finetune.py``).
+    rule (stop_reason ``'non-monotone'``; the awd-lstm-lm code's ``finetune.py``). ``max_decays``: with
+    ``sgd`` or ``adam``, end the run (stop_reason ``'converged'``) at the first epoch that fails to improve
+    validation after the rate has already been divided ``max_decays`` times: "train until validation stops
+    improving" as a rule (None: run all ``epochs``).
     ``variable_bptt``: AWD-LSTM's random window lengths; ``max_seq_len_delta``: cap them at
     ``bptt + delta`` (None: no cap). ``small_batch_size``: read the batch in sub-batches of at most
     this many columns per process, accumulating the gradient (None: all at once).
@@ -102,13 +105,14 @@ class TrainConfig:
     stop_nonmono: bool = False
     warmup: int = 0
     checkpoint_every: int = 1
+    max_decays: Optional[int] = None
     bf16: bool = False
     tf32: Optional[bool] = None
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "eval_batch_size", "bptt", "nonmono", "checkpoint_every"):
             _positive_int(getattr(self, name), name)
-        for name in ("max_batches", "small_batch_size", "decay_after"):
+        for name in ("max_batches", "small_batch_size", "decay_after", "max_decays"):
             _positive_int(getattr(self, name), name, allow_none=True)
         w = self.warmup
         if isinstance(w, bool) or not isinstance(w, int) or w < 0:

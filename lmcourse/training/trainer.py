@@ -199,7 +199,7 @@ class Trainer:
     # ------------------------------------------------- the loop: epochs, batches, steps
 
     def _epochs(self) -> str:
-        if self._stop_reason == "non-monotone":  # the resumed run had already ended on the trigger
+        if self._stop_reason in ("non-monotone", "converged"):  # the resumed run had already ended by its own rule
             return self._stop_reason
         for epoch in range(self.epoch + 1, self.config.epochs + 1):
             self.epoch = epoch
@@ -361,9 +361,16 @@ class Trainer:
                 self.optimizer = make_optimizer("asgd", self.params, self.lr, cfg.weight_decay)
         elif cfg.optimizer in ("sgd", "adam") and cfg.lr_decay != 1:
             scheduled = cfg.decay_after is not None and self.epoch >= cfg.decay_after
-            if scheduled or (cfg.decay_after is None and not improved):
+            if not improved and cfg.max_decays is not None and self._decays() >= cfg.max_decays:
+                self.stop, self._stop_reason = True, "converged"
+            elif scheduled or (cfg.decay_after is None and not improved):
                 set_lr(self.optimizer, self.lr / cfg.lr_decay)
         self._val_losses.append(valid_loss)
+
+    def _decays(self) -> int:
+        """How many times the rate has been divided by ``lr_decay`` so far (read off the rate itself, so a resumed
+        run counts the same)."""
+        return max(0, round(math.log(self.config.lr / self.lr) / math.log(self.config.lr_decay)))
 
     def _diverged(self, what: str) -> None:
         lr = self.lr

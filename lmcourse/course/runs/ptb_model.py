@@ -1,0 +1,114 @@
+r"""The real-text course model: a small word LSTM on Penn Treebank, trained on a laptop CPU.
+
+The embedded corpus teaches each mechanism against an exact oracle; this model connects the course to the
+papers' own corpus (Mikolov's PTB: 929,589 training tokens, 10,000 words). Two rungs, three seeds each:
+
+- ``"LSTM"``: one LSTM layer of :math:`H` units over word vectors of :math:`E = H` numbers, untied, no dropout;
+- ``"+ dropouts and tying"``: the same network with the AWD-LSTM's dropouts (Merity et al. 2018: output 0.4,
+  input 0.4, embedding 0.1, weight drop 0.5 on :math:`W_{hh}`), scaled by ``dropout_scale`` for a network
+  this small, and the decoder tied to the embedding (Press & Wolf 2016; Inan et al. 2016).
+
+Both train as pytorch/examples' word model does (SGD at rate 20, gradients clipped at 0.25, windows of 35
+tokens; the rate divided by 4 whenever validation does not improve), until validation stops improving: the
+run ends at the first epoch that fails to improve after the rate was divided ``max_decays`` times
+(:class:`~lmcourse.training.trainconfig.TrainConfig`). The sizes were chosen by measurement
+(``benchmarks/README.md``): at :math:`E = H = 256` one epoch takes about 6.5 minutes on one core, and the
+softmax over 10,000 words is most of it. Lesson 01's modified Kneser-Ney 5-gram (141.2 in the literature,
+Mikolov et al. 2011) is the baseline. Lessons 03, 04, 07, 08 and 09 read these runs (``make runs
+LESSONS=09`` trains them: the one-core hours are in the README's table).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ...config import by_scale, seed_everything
+from ...networks.models import RNNLM
+from ...store.stored_runs import CachedRun, train_or_load
+from ...training.callbacks import LivePlot
+from ...training.settings import configs
+from ...training.trainer import Trainer
+
+__all__ = ["RUNS", "LESSON", "NAME", "DATASET", "SEEDS", "RUNGS", "settings", "rung_settings", "tokens", "train",
+           "regime"]
+
+LESSON = "09"  # ``make runs LESSONS=09`` regenerates it, with the course model
+NAME = "ptb-model"
+DATASET = "ptb"
+SEEDS = (0, 1, 2)
+RUNGS = ("LSTM", "+ dropouts and tying")
+AWD_PTB_DROPOUTS = dict(dropout=0.4, dropouti=0.4, dropoute=0.1, wdrop=0.5)  # Merity et al. 2018 (PTB), one layer
+
+
+def settings(scale: str) -> dict:
+    """What both rungs share at ``scale``: sizes, the schedule, and how many training tokens (None: all)."""
+    common = dict(num_layers=1, lr=20.0, clip=0.25, bptt=35, lr_decay=4.0, dropout_scale=0.5)
+    return by_scale(ci=dict(common, emb_size=16, hidden_size=16, batch_size=10, epochs=2, max_decays=1,
+                            train_tokens=20_000, eval_tokens=4_000),
+                    cpu=dict(common, emb_size=256, hidden_size=256, batch_size=32, epochs=40, max_decays=3,
+                             train_tokens=None, eval_tokens=None),
+                    gpu=dict(common, emb_size=650, hidden_size=650, num_layers=2, batch_size=20, epochs=60, max_decays=3,
+                             dropout_scale=1.0, train_tokens=None, eval_tokens=None),
+                    scale=scale)
+
+
+def rung_settings(rung: str, seed: int, shared: dict) -> dict:
+    """One rung's full settings: the shared ones, the rung's dropouts and tying, the seed."""
+    if rung not in RUNGS:
+        raise ValueError(f"{rung!r} is not a rung of the PTB model: pick one of {', '.join(RUNGS)}.")
+    extra = dict(tie=False)
+    if rung != "LSTM":
+        extra = dict(tie=True, **{k: round(p * shared["dropout_scale"], 6) for k, p in AWD_PTB_DROPOUTS.items()})
+    return dict(shared, rung=rung, seed=seed, **extra)
+
+
+def _runs(scale: str) -> list:
+    shared = settings(scale)
+    return [rung_settings(rung, seed, shared) for rung in RUNGS for seed in SEEDS]
+
+
+def tokens(corpus, settings_: dict) -> tuple:
+    """``(train, valid, test)`` token streams the run reads: the whole splits at ``cpu``, slices at ``ci``."""
+    n, m = settings_["train_tokens"], settings_["eval_tokens"]
+    return (corpus.train if n is None else corpus.train[:n], corpus.valid if m is None else corpus.valid[:m],
+            corpus.test if m is None else corpus.test[:m])
+
+
+def train(settings_: dict, corpus, scale: str, retrain: Optional[bool] = None, plot: bool = True,
+          progress: Optional[bool] = None, out_dir: Optional[str] = None) -> CachedRun:
+    """The rung of ``settings_`` on ``corpus`` (PTB), loaded when stored (the committed reference run, then the
+    user's cache), else trained on one thread, so that one seed gives one run whatever the machine's cores.
+
+    ``out_dir``: a folder for the run's checkpoints, so that an interrupted training resumes where it stopped."""
+    train_tokens, valid_tokens, _ = tokens(corpus, settings_)
+
+    def fit():
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            seed_everything(settings_["seed"])
+            model_config, train_config = configs(settings_, len(corpus.vocab), progress=progress, live_plot=plot,
+                                                 out_dir=out_dir)
+            model = RNNLM(model_config)
+            model.vocab = corpus.vocab
+            callbacks = [LivePlot(title=f"PTB, {settings_['rung']}, seed {settings_['seed']}")] if plot else []
+            trainer = Trainer(model, train_tokens, valid_tokens, train_config, callbacks=callbacks)
+            return model, trainer.fit(resume="auto" if out_dir else False)
+        finally:
+            torch.set_num_threads(threads)
+
+    run = train_or_load(NAME, settings_, fit, corpus.vocab, scale=scale, dataset=DATASET, retrain=retrain,
+                        lesson=LESSON)
+    run.model.vocab = corpus.vocab
+    return run
+
+
+def regime(shared: dict, corpus=None) -> str:
+    """The one wording of what a PTB row was measured on: ``"PTB model: 929,589 training tokens, 1 x 256, E = 256"``."""
+    n = shared["train_tokens"] if corpus is None or shared["train_tokens"] is not None else len(corpus.train)
+    n = n if n is not None else 929_589
+    return f"PTB model: {n:,} training tokens, {shared['num_layers']} x {shared['hidden_size']}, E = {shared['emb_size']}"
+
+
+RUNS = {NAME: _runs}
