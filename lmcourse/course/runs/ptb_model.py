@@ -19,18 +19,26 @@ LESSONS=09`` trains them: the one-core hours are in the README's table).
 """
 from __future__ import annotations
 
+import json
 from typing import Optional
 
 import torch
 
-from ...config import by_scale, seed_everything
+from ...adapt.cache_tuning import collect
+from ...adapt.dyneval import gradient_stats
+from ...config import by_scale, device, seed_everything
+from ...lm import perplexity_from_nll
+from ...store.stored_numbers import compute_or_load
 from ...networks.models import RNNLM
 from ...store.stored_runs import CachedRun, train_or_load
 from ...training.callbacks import LivePlot
 from ...training.settings import configs
 from ...training.trainer import Trainer
+from .lesson08 import rule, tune, with_weights
+from .lesson09 import best_cache, cached
 
-__all__ = ["RUNS", "LESSON", "NAME", "DATASET", "SEEDS", "RUNGS", "settings", "rung_settings", "tokens", "train",
+__all__ = ["RUNS", "LESSON", "NAME", "DATASET", "SEEDS", "RUNGS", "WRAPPERS", "RUNG", "CACHE_GRID", "DYN_GRID",
+           "settings", "rung_settings", "tokens", "train", "grids", "wrapper_settings", "wrap", "wrapped",
            "regime"]
 
 LESSON = "09"  # ``make runs LESSONS=09`` regenerates it, with the course model
@@ -112,3 +120,76 @@ def regime(shared: dict, corpus=None) -> str:
 
 
 RUNS = {NAME: _runs}
+
+
+# ------------------------------------------------------------------------------ the wrappers, stored as numbers
+
+WRAPPERS = "ptb-wrappers"
+RUNG = "+ dropouts and tying"  # the rung the cache and dynamic evaluation wrap
+# The cache over the PTB model (Grave et al. 2017 tune theta, lambda and the window on validation; the awd-lstm-lm
+# pointer uses theta 1.0, lambda 0.1 and a window of 500 on PTB): theta on a half-decade log scale.
+CACHE_GRID = dict(thetas=[0.03, 0.1, 0.3, 1.0, 3.0, 10.0], lams=[0.02, 0.05, 0.1, 0.15, 0.2, 0.3], window=2000)
+# Dynamic evaluation: the course's rule (lesson 08's RMS steps with decay towards the trained weights, segments of
+# 5 tokens), its rate and decay tuned on the first ``tune_tokens`` validation tokens, its gradient statistics
+# read on the first ``stats_tokens`` training tokens (Krause et al. 2018 read them on all of the training text; on
+# one core that pass alone would take over half an hour, and the mean squared gradient settles much sooner).
+DYN_GRID = dict(method="rms", lrs=[1e-5, 3e-5, 1e-4, 3e-4], decays=[0.0, 1e-2], eps=2e-5, bptt=5, tune_tokens=20_000,
+                stats_tokens=100_000)
+
+
+def grids(scale: str) -> dict:
+    """``{"cache", "dyneval"}`` at ``scale`` (at ``ci`` a corner of each, on a few hundred tokens)."""
+    full = dict(cache=CACHE_GRID, dyneval=DYN_GRID)
+    cut = dict(cache=dict(CACHE_GRID, thetas=CACHE_GRID["thetas"][2:5], lams=CACHE_GRID["lams"][1:4], window=200),
+               dyneval=dict(DYN_GRID, lrs=DYN_GRID["lrs"][:2], decays=DYN_GRID["decays"][:1], tune_tokens=500,
+                            stats_tokens=2_000))
+    return by_scale(ci=cut, cpu=full, gpu=full, scale=scale)
+
+
+def wrapper_settings(seed: int, scale: str) -> dict:
+    """What decides one seed's wrapper numbers: its rung's settings and the grids."""
+    return dict(rung_settings(RUNG, seed, settings(scale)), wrappers=grids(scale))
+
+
+def _ppl(log_p: torch.Tensor) -> float:
+    return perplexity_from_nll(-float(log_p.double().mean()))
+
+
+def wrap(model, streams, grid: dict, progress: Optional[bool] = None) -> dict:
+    r"""The cache and dynamic evaluation over ``model`` on ``streams`` (``train``, ``valid``, ``test`` token
+    streams), each tuned on validation text alone, and the training-text control. Returns ``json`` (the tuned
+    settings, the grids' validation perplexities, the test perplexities) and, per test token, ``log_p``
+    tensors: ``static``, ``cache``, ``dyneval`` (the weights carried along the stream), ``both`` (the cache with
+    its own tuned setting on the adapting model) and ``control`` (the static model after dynamic evaluation's
+    chosen rule took as many steps on training text as the test stream has segments)."""
+    c, d = grid["cache"], grid["dyneval"]
+    static = {s: collect(model, streams[s], progress=progress) for s in ("valid", "test")}
+    best = best_cache(static["valid"], progress, c)
+    stats = gradient_stats(model, streams["train"][:d["stats_tokens"]], batch_size=100, bptt=d["bptt"],
+                           progress=progress)
+    tuned = tune(model, streams["valid"][:d["tune_tokens"]], d, stats, progress)
+    chosen = rule(model, d, tuned["lr"], tuned["decay"], stats)
+    adapted = collect(chosen, streams["test"], progress=progress)
+    steps = -(-len(streams["test"]) // d["bptt"])
+    control = with_weights(model, chosen.adapt(streams["train"][:steps * d["bptt"]])).score(streams["test"]).float()
+    log_p = {"static": static["test"].log_p.float(), "cache": cached(static["test"], best).float(),
+             "dyneval": adapted.log_p.float(), "both": cached(adapted, best).float(), "control": control}
+    summary = dict(cache=best, cache_at=[c["thetas"].index(best["theta"]), c["lams"].index(best["lam"])],
+                   dyneval=tuned, dyneval_at=[d["lrs"].index(tuned["lr"]), d["decays"].index(tuned["decay"])],
+                   test={k: _ppl(v) for k, v in log_p.items()}, control_steps=steps)
+    return {"json": json.dumps(summary), **log_p}
+
+
+def wrapped(seed: int, scale: str, corpus, progress: Optional[bool] = None, recompute: Optional[bool] = None) -> dict:
+    """One seed's wrapper numbers (:func:`wrap`), loaded (the committed numbers, then the user's cache) or computed
+    and stored; ``numbers["summary"]`` is the decoded ``json``."""
+    run = train(rung_settings(RUNG, seed, settings(scale)), corpus, scale, plot=False, progress=progress)
+    model = run.model.to(device()).eval()
+    train_, valid, test = tokens(corpus, settings(scale))
+    streams = dict(train=train_, valid=valid, test=test)
+    found = compute_or_load(WRAPPERS, wrapper_settings(seed, scale), lambda: wrap(model, streams, grids(scale), progress),
+                            corpus.vocab, scale=scale, dataset=DATASET, recompute=recompute)
+    return dict(found, summary=json.loads(found["json"]))
+
+
+RUNS[WRAPPERS] = lambda scale: [wrapper_settings(seed, scale) for seed in SEEDS]
