@@ -58,7 +58,9 @@ class TrainConfig:
     rule (stop_reason ``'non-monotone'``; the awd-lstm-lm code's ``finetune.py``). ``max_decays``: with
     ``sgd`` or ``adam``, end the run (stop_reason ``'converged'``) at the first epoch that fails to improve
     validation after the rate has already been divided ``max_decays`` times: "train until validation stops
-    improving" as a rule (None: run all ``epochs``).
+    improving" as a rule (None: run all ``epochs``). ``min_gain``: the rate's decay and that stop count an epoch as
+    improving only when it lowers the best validation perplexity by more than this fraction (0.01: by more than 1%;
+    0: any improvement); the best weights are kept on any improvement.
     ``variable_bptt``: AWD-LSTM's random window lengths; ``max_seq_len_delta``: cap them at
     ``bptt + delta`` (None: no cap). ``small_batch_size``: read the batch in sub-batches of at most
     this many columns per process, accumulating the gradient (None: all at once).
@@ -106,6 +108,7 @@ class TrainConfig:
     warmup: int = 0
     checkpoint_every: int = 1
     max_decays: Optional[int] = None
+    min_gain: float = 0.0
     bf16: bool = False
     tf32: Optional[bool] = None
 
@@ -121,6 +124,9 @@ class TrainConfig:
             self.clip = 0.0  # no clipping
         for name in ("lr", "clip", "weight_decay", "alpha", "beta"):
             _non_negative(getattr(self, name), name)
+        g = self.min_gain
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g < 1:
+            raise ValueError(f"TrainConfig.min_gain must be a fraction in [0, 1) (0.01: 1%), got {g!r}.")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
             raise ValueError(f"TrainConfig.seed must be a whole number from 0 to {MAX_SEED}, got {self.seed!r}.")
         for name in ("variable_bptt", "stop_nonmono", "bf16"):

@@ -232,9 +232,10 @@ class Trainer:
                 self._diverged(f"The validation perplexity became {row['valid_ppl']:.4g} at epoch {epoch}")
                 return row, "diverged", False
             improved = valid_loss < self._best_loss
+            gained = valid_loss < self._best_loss + math.log1p(-self.config.min_gain)  # by more than min_gain
             if improved:
                 self._keep_best(row)
-        self._after_validation(valid_loss, improved)
+        self._after_validation(valid_loss, gained)
         return row, None, not stats["cut"]
 
     def _train_epoch(self) -> dict:

@@ -9,11 +9,11 @@ papers' own corpus (Mikolov's PTB: 929,589 training tokens, 10,000 words). Two r
   this small, and the decoder tied to the embedding (Press & Wolf 2016; Inan et al. 2016).
 
 Both train as pytorch/examples' word model does (SGD at rate 20, gradients clipped at 0.25, windows of 35
-tokens; the rate divided by 4 whenever validation does not improve), until validation stops improving: the
-run ends at the first epoch that fails to improve after the rate was divided ``max_decays`` times
+tokens; the rate divided by 4 whenever validation improves by less than 1%), until validation stops improving:
+the run ends at the first epoch that fails to improve by 1% after the rate was divided ``max_decays`` = 2 times
 (:class:`~lmcourse.training.trainconfig.TrainConfig`). The sizes were chosen by measurement
-(``benchmarks/README.md``): at :math:`E = H = 256` one epoch takes about 6.5 minutes on one core, and the
-softmax over 10,000 words is most of it. Lesson 01's modified Kneser-Ney 5-gram (141.2 in the literature,
+(``benchmarks/README.md``): at :math:`E = H = 200` one epoch takes about 5 minutes on one core (6.5 at 256), and
+the softmax over 10,000 words is most of it. Lesson 01's modified Kneser-Ney 5-gram (141.2 in the literature,
 Mikolov et al. 2011) is the baseline. Lessons 03, 04, 07, 08 and 09 read these runs (``make runs
 LESSONS=09`` trains them: the one-core hours are in the README's table).
 """
@@ -51,12 +51,13 @@ AWD_PTB_DROPOUTS = dict(dropout=0.4, dropouti=0.4, dropoute=0.1, wdrop=0.5)  # M
 
 def settings(scale: str) -> dict:
     """What both rungs share at ``scale``: sizes, the schedule, and how many training tokens (None: all)."""
-    common = dict(num_layers=1, lr=20.0, clip=0.25, bptt=35, lr_decay=4.0, dropout_scale=0.5)
+    common = dict(num_layers=1, lr=20.0, clip=0.25, bptt=35, lr_decay=4.0, min_gain=0.01, max_decays=2,
+                  dropout_scale=0.5)
     return by_scale(ci=dict(common, emb_size=16, hidden_size=16, batch_size=10, epochs=2, max_decays=1,
                             train_tokens=20_000, eval_tokens=4_000),
-                    cpu=dict(common, emb_size=256, hidden_size=256, batch_size=32, epochs=40, max_decays=3,
-                             train_tokens=None, eval_tokens=None),
-                    gpu=dict(common, emb_size=650, hidden_size=650, num_layers=2, batch_size=20, epochs=60, max_decays=3,
+                    cpu=dict(common, emb_size=200, hidden_size=200, batch_size=32, epochs=40, train_tokens=None,
+                             eval_tokens=None),
+                    gpu=dict(common, emb_size=650, hidden_size=650, num_layers=2, batch_size=20, epochs=60,
                              dropout_scale=1.0, train_tokens=None, eval_tokens=None),
                     scale=scale)
 
