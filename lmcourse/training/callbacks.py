@@ -262,7 +262,8 @@ class Snapshots(KeepCurve):
         self.at, self.sample, self.samples, self.step = set(at), sample, [], 0
 
     def on_batch_end(self, trainer, batch_idx: int, loss) -> None:
-        self.step += 1
+        # batches since the run began, read off the trainer, so that a resumed run keeps counting where it stopped
+        self.step = (trainer.epoch - 1) * trainer.batches_per_epoch() + batch_idx + 1
         if self.step in self.at:
             self.samples.append([self.step, self.sample(trainer.model)])
 
