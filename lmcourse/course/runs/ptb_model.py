@@ -27,7 +27,11 @@ import torch
 from ...adapt.cache_tuning import collect
 from ...adapt.dyneval import gradient_stats
 from ...config import by_scale, device, seed_everything
-from ...lm import perplexity_from_nll
+from ...corpora.data import load_corpus
+from ...corpora.download import DownloadError
+from ...errors import sentence
+from ...lm import perplexity, perplexity_from_nll
+from ...ngram.model import NGramLM
 from ...store.stored_numbers import compute_or_load
 from ...networks.models import RNNLM
 from ...store.stored_runs import CachedRun, train_or_load
@@ -38,7 +42,8 @@ from .lesson08 import rule, tune, with_weights
 from .lesson09 import best_cache, cached
 
 __all__ = ["RUNS", "LESSON", "NAME", "DATASET", "SEEDS", "RUNGS", "WRAPPERS", "RUNG", "CACHE_GRID", "DYN_GRID",
-           "settings", "rung_settings", "tokens", "train", "grids", "wrapper_settings", "wrap", "wrapped",
+           "settings", "rung_settings", "tokens", "train", "grids", "wrapper_settings", "wrap", "wrapped", "load",
+           "seed_runs", "numbers",
            "regime"]
 
 LESSON = "09"  # ``make runs LESSONS=09`` regenerates it, with the course model
@@ -53,8 +58,8 @@ def settings(scale: str) -> dict:
     """What both rungs share at ``scale``: sizes, the schedule, and how many training tokens (None: all)."""
     common = dict(num_layers=1, lr=20.0, clip=0.25, bptt=35, lr_decay=4.0, min_gain=0.01, max_decays=2,
                   dropout_scale=0.5)
-    return by_scale(ci=dict(common, emb_size=16, hidden_size=16, batch_size=10, epochs=2, max_decays=1,
-                            train_tokens=20_000, eval_tokens=4_000),
+    return by_scale(ci=dict(common, emb_size=8, hidden_size=8, batch_size=10, epochs=1, max_decays=1,
+                            train_tokens=5_000, eval_tokens=600),
                     cpu=dict(common, emb_size=200, hidden_size=200, batch_size=32, epochs=40, train_tokens=None,
                              eval_tokens=None),
                     gpu=dict(common, emb_size=650, hidden_size=650, num_layers=2, batch_size=20, epochs=60,
@@ -142,8 +147,8 @@ def grids(scale: str) -> dict:
     """``{"cache", "dyneval"}`` at ``scale`` (at ``ci`` a corner of each, on a few hundred tokens)."""
     full = dict(cache=CACHE_GRID, dyneval=DYN_GRID)
     cut = dict(cache=dict(CACHE_GRID, thetas=CACHE_GRID["thetas"][2:5], lams=CACHE_GRID["lams"][1:4], window=200),
-               dyneval=dict(DYN_GRID, lrs=DYN_GRID["lrs"][:2], decays=DYN_GRID["decays"][:1], tune_tokens=500,
-                            stats_tokens=2_000))
+               dyneval=dict(DYN_GRID, lrs=DYN_GRID["lrs"][:2], decays=DYN_GRID["decays"][:1], tune_tokens=200,
+                            stats_tokens=1_000))
     return by_scale(ci=cut, cpu=full, gpu=full, scale=scale)
 
 
@@ -181,10 +186,13 @@ def wrap(model, streams, grid: dict, progress: Optional[bool] = None) -> dict:
     return {"json": json.dumps(summary), **log_p}
 
 
-def wrapped(seed: int, scale: str, corpus, progress: Optional[bool] = None, recompute: Optional[bool] = None) -> dict:
+def wrapped(seed: int, scale: str, corpus, progress: Optional[bool] = None, recompute: Optional[bool] = None,
+            run: Optional[CachedRun] = None) -> dict:
     """One seed's wrapper numbers (:func:`wrap`), loaded (the committed numbers, then the user's cache) or computed
-    and stored; ``numbers["summary"]`` is the decoded ``json``."""
-    run = train(rung_settings(RUNG, seed, settings(scale)), corpus, scale, plot=False, progress=progress)
+    and stored; ``numbers["summary"]`` is the decoded ``json``. ``run``: the seed's :data:`RUNG`, when the caller
+    has it already (else it is loaded, or trained)."""
+    if run is None:
+        run = train(rung_settings(RUNG, seed, settings(scale)), corpus, scale, plot=False, progress=progress)
     model = run.model.to(device()).eval()
     train_, valid, test = tokens(corpus, settings(scale))
     streams = dict(train=train_, valid=valid, test=test)
@@ -194,3 +202,48 @@ def wrapped(seed: int, scale: str, corpus, progress: Optional[bool] = None, reco
 
 
 RUNS[WRAPPERS] = lambda scale: [wrapper_settings(seed, scale) for seed in SEEDS]
+
+
+# ------------------------------------------------------------------------- what the lessons read, in one place
+
+def load(level: str = "word"):
+    """Penn Treebank (downloaded once, checked by sha256), or None after one sentence saying why the lesson's
+    real-text section is skipped (offline and no copy on disk)."""
+    try:
+        return load_corpus(DATASET, level=level)
+    except (DownloadError, OSError) as error:
+        print(f"The real-text section is skipped: Penn Treebank could not be had ({sentence(error).rstrip('.')}); "
+              "put ptb/train.txt, valid.txt and test.txt under LMCOURSE_DATA, or connect once, and run it again.")
+        return None
+
+
+def seed_runs(rung: str, scale: str, corpus, progress: Optional[bool] = None) -> list:
+    """The rung's run for every seed of :data:`SEEDS` (committed, stored, or trained: hours at ``cpu``)."""
+    shared = settings(scale)
+    return [train(rung_settings(rung, seed, shared), corpus, scale, plot=False, progress=progress) for seed in SEEDS]
+
+
+def numbers(scale: str, corpus, progress: Optional[bool] = None) -> dict:
+    """Every real-text number the lessons show, per seed: ``{"test": {row: [ppl per seed]}, "valid": {...},
+    "best_epoch": {rung: [...]}, "epochs": {rung: [...]}, "parameters": {rung: n}, "wrappers": [summary per seed]}``.
+    Rows: ``"KN5"`` (lesson 01's modified Kneser-Ney 5-gram, the same for every seed), both rungs, and over the
+    ``RUNG`` the wrappers' ``"+ cache"``, ``"+ dynamic evaluation"`` (both, the cache on the adapting model),
+    ``"dynamic evaluation alone"`` and ``"training-text control"``."""
+    train_, valid, test = tokens(corpus, settings(scale))
+    kn5 = NGramLM(corpus.vocab, order=5, smoothing="mkn", mode="stream").fit(train_)
+    out = {"test": {"KN5": [perplexity(kn5, test)] * len(SEEDS)}, "valid": {"KN5": [perplexity(kn5, valid)] * len(SEEDS)},
+           "best_epoch": {}, "epochs": {}, "parameters": {}, "wrappers": []}
+    kept = {}
+    for rung in RUNGS:
+        runs = kept[rung] = seed_runs(rung, scale, corpus, progress)
+        out["test"][rung] = [perplexity(r.model.eval(), test) for r in runs]
+        out["valid"][rung] = [min(row["valid_ppl"] for row in r.history) for r in runs]
+        out["best_epoch"][rung] = [min(r.history, key=lambda row: row["valid_ppl"])["epoch"] for r in runs]
+        out["epochs"][rung] = [len(r.history) for r in runs]
+        out["parameters"][rung] = runs[0].model.num_parameters()
+    found = [wrapped(seed, scale, corpus, progress, run=run) for seed, run in zip(SEEDS, kept[RUNG])]
+    out["wrappers"] = [f["summary"] for f in found]
+    for row, key in (("+ cache", "cache"), ("dynamic evaluation alone", "dyneval"), ("+ dynamic evaluation", "both"),
+                     ("training-text control", "control")):
+        out["test"][row] = [f["summary"]["test"][key] for f in found]
+    return out
