@@ -24,7 +24,7 @@ from typing import Optional
 
 import torch
 
-from ...adapt.cache_tuning import collect
+from ...adapt.cache_tuning import collect, grid_search as cache_grid
 from ...adapt.dyneval import gradient_stats
 from ...config import by_scale, device, seed_everything
 from ...corpora.data import load_corpus
@@ -39,7 +39,7 @@ from ...training.callbacks import LivePlot
 from ...training.settings import configs
 from ...training.trainer import Trainer
 from .lesson08 import rule, tune, with_weights
-from .lesson09 import best_cache, cached
+from .lesson09 import cached
 
 __all__ = ["RUNS", "LESSON", "NAME", "DATASET", "SEEDS", "RUNGS", "WRAPPERS", "RUNG", "CACHE_GRID", "DYN_GRID",
            "settings", "rung_settings", "tokens", "train", "grids", "wrapper_settings", "wrap", "wrapped", "load",
@@ -164,13 +164,15 @@ def _ppl(log_p: torch.Tensor) -> float:
 def wrap(model, streams, grid: dict, progress: Optional[bool] = None) -> dict:
     r"""The cache and dynamic evaluation over ``model`` on ``streams`` (``train``, ``valid``, ``test`` token
     streams), each tuned on validation text alone, and the training-text control. Returns ``json`` (the tuned
-    settings, the grids' validation perplexities, the test perplexities) and, per test token, ``log_p``
+    settings, the grids' validation perplexities (``cache_grid``: theta x lambda), the test perplexities) and, per test token, ``log_p``
     tensors: ``static``, ``cache``, ``dyneval`` (the weights carried along the stream), ``both`` (the cache with
     its own tuned setting on the adapting model) and ``control`` (the static model after dynamic evaluation's
     chosen rule took as many steps on training text as the test stream has segments)."""
     c, d = grid["cache"], grid["dyneval"]
     static = {s: collect(model, streams[s], progress=progress) for s in ("valid", "test")}
-    best = best_cache(static["valid"], progress, c)
+    searched = cache_grid(static["valid"], c["thetas"], lams=c["lams"], window=c["window"], progress=progress)
+    theta, lam, ppl = searched.best
+    best = dict(theta=theta, lam=lam, window=c["window"], ppl=ppl)
     stats = gradient_stats(model, streams["train"][:d["stats_tokens"]], batch_size=100, bptt=d["bptt"],
                            progress=progress)
     tuned = tune(model, streams["valid"][:d["tune_tokens"]], d, stats, progress)
@@ -180,7 +182,7 @@ def wrap(model, streams, grid: dict, progress: Optional[bool] = None) -> dict:
     control = with_weights(model, chosen.adapt(streams["train"][:steps * d["bptt"]])).score(streams["test"]).float()
     log_p = {"static": static["test"].log_p.float(), "cache": cached(static["test"], best).float(),
              "dyneval": adapted.log_p.float(), "both": cached(adapted, best).float(), "control": control}
-    summary = dict(cache=best, cache_at=[c["thetas"].index(best["theta"]), c["lams"].index(best["lam"])],
+    summary = dict(cache=best, cache_grid=searched.ppl.tolist(), cache_at=[c["thetas"].index(best["theta"]), c["lams"].index(best["lam"])],
                    dyneval=tuned, dyneval_at=[d["lrs"].index(tuned["lr"]), d["decays"].index(tuned["decay"])],
                    test={k: _ppl(v) for k, v in log_p.items()}, control_steps=steps)
     return {"json": json.dumps(summary), **log_p}
