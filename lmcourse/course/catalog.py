@@ -1,6 +1,8 @@
 """Which lessons there are: the notebooks' folder, a lesson's id, the lessons named on a command line.
 
-The one list every course tool reads (:mod:`.lessons`, :mod:`.slides`, :mod:`.book`), kept below them all.
+The one list every course tool reads (:mod:`.lessons`, :mod:`.slides`, :mod:`.book`), kept below them all. The
+folder is the clone's ``notebooks/``, or the copy installed with the package's wheel
+(:func:`lmcourse.config.course_folder`); ``REPO`` is the clone, or None for an installed package.
 """
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-REPO = Path(__file__).resolve().parents[2]
-NOTEBOOKS = REPO / "notebooks"
+from ..config import checkout, course_folder
+
+REPO = checkout()
+NOTEBOOKS = course_folder("notebooks")
 PATTERN = "[0-9][0-9]*_*.ipynb"  # 02_lstm_from_equations.ipynb, 02b_lstm_language_models.ipynb, ...
 
 
