@@ -28,8 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..errors import MissingFileError, WriteError
-from .catalog import NOTEBOOKS, lessons
+from ..errors import ConfigError, MissingFileError, WriteError
+from .catalog import NOTEBOOKS, check_writable, lessons
 
 SOURCE = "https://github.com/lmcourse/lmcourse"  # the course's repository; pyproject.toml's [project.urls] Source
 INSTALL_FROM = f"{SOURCE}/archive/refs/heads/main.zip"  # what the set-up cell installs where lmcourse is missing
@@ -126,7 +126,7 @@ def problems(nb: dict) -> list[str]:
 
 def _write_notebook(path: Path, nb: dict) -> None:
     """Write ``nb`` as nbformat writes it (one space of indent, a final newline), replacing the file whole."""
-    text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -134,6 +134,7 @@ def _write_notebook(path: Path, nb: dict) -> None:
 
 def stamp_files(paths: Sequence[Path]) -> list[Path]:
     """Stamp each lesson file; the ones that changed."""
+    check_writable(paths)
     changed = []
     for path in paths:
         nb = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -191,7 +192,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.command == "stamp":
-        for path in stamp_files(paths):
+        try:
+            changed = stamp_files(paths)
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        for path in changed:
             print(f"stamped {path.name}")
         return 0
     status = 0

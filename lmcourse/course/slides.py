@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .catalog import NOTEBOOKS, lesson_id, lessons
+from .catalog import NOTEBOOKS, check_writable, lesson_id, lessons
 
 SLIDE, SUB, FRAGMENT, ON = "slide", "subslide", "fragment", "-"
 SKIP = "skip"
@@ -182,6 +182,7 @@ def stamp_file(path: Path) -> int:
     nb = json.loads(path.read_text(encoding="utf-8"))
     changed = stamp(nb, lesson_id(path))
     if changed:
+        check_writable([path], "stamps the lessons' slide types")
         _write(nb, path)
     return changed
 
