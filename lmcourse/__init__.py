@@ -35,7 +35,7 @@ __all__ = [
     "DATASET", "SCALE", "device", "seed_everything",
     "Vocab", "LanguageModel", "perplexity", "bits_per_char",
 ]
-__version__ = "0.1.0"
+__version__ = "1.0.0"  # the one place the version is written: pyproject.toml reads it
 
 
 def __getattr__(name: str):

@@ -3,15 +3,17 @@
 Every notebook's parameter cell reads `SCALE` and `DATASET`:
 
 - ``LMCOURSE_SCALE`` = ``ci`` | ``cpu`` | ``gpu``. ``ci`` is the smallest run that still walks every
-  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is larger runs for a GPU (the
-  README's GPU section says what each lesson and preset costs). The default is ``cpu`` on every
+  code path; ``cpu`` is a few minutes a lesson on a laptop; ``gpu`` is larger runs for a GPU
+  (``docs/practitioners.md`` says what each lesson and preset costs). The default is ``cpu`` on every
   machine: a GPU makes it faster, and ``gpu`` is only used when asked for by name.
 - ``LMCOURSE_DATASET``: a corpus name for :func:`lmcourse.corpora.data.load_corpus` (one of
   :data:`DATASETS`) or a corpus folder; the default is the embedded corpus, which needs no network.
-- ``LMCOURSE_DATA``: where the real corpora live (default: the repository's ``data/``).
-- ``LMCOURSE_CACHE``: where generated corpora and downloads are cached when ``LMCOURSE_DATA`` is
-  read-only (default: the repository's ``data/``, else ``~/.cache/lmcourse``).
-- ``LMCOURSE_DEVICE``: ``cpu``, ``cuda`` or ``cuda:N`` overrides the device (default: CUDA when present).
+- ``LMCOURSE_DATA``: where the real corpora live (default: the cache folder below).
+- ``LMCOURSE_CACHE``: where generated corpora, downloads and stored runs are kept (default: in a clone of the
+  repository, its ``data/``; installed from a wheel, the user's cache folder, :func:`user_cache_dir`; never
+  anywhere under the installed package).
+- ``LMCOURSE_DEVICE``: ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (an Apple GPU, where torch reports one)
+  overrides the device (default: CUDA when present, else the CPU).
 - ``LMCOURSE_DIST_BACKEND``: under ``torchrun``, ``nccl`` or ``gloo`` (default: NCCL with CUDA, else gloo).
 - ``LMCOURSE_DIST_TIMEOUT``: under ``torchrun``, the seconds a process waits for the others before it
   gives up and names the one that stopped answering (default 300).
@@ -24,8 +26,13 @@ unusable folder is reported the same way when it is first needed. :func:`check_e
 """
 from __future__ import annotations
 
+import importlib.resources
+import ntpath
 import os
+import posixpath
 import random
+import re
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -39,7 +46,66 @@ SCALES = ("ci", "cpu", "gpu")
 DEFAULT_SCALE = "cpu"  # paper-sized runs (gpu) take hours: asked for by name, never picked for a device
 EMBEDDED = "embedded"
 DATASETS = (EMBEDDED, "ptb", "wikitext-2", "tinyshakespeare")  # the corpora known by name
-REPO_DATA = Path(__file__).resolve().parents[1] / "data"
+# the installed (or checked-out) package's own folder, as importlib.resources gives it
+PACKAGE = Path(str(importlib.resources.files(__package__))).resolve()
+COURSE_FILES = "_course"  # in a wheel: the lessons and the committed runs, under the package (see course_folder)
+
+
+def checkout(package: Optional[Path] = None) -> Optional[Path]:
+    """The clone of the repository the package runs from (an editable install, or the source tree on the path),
+    or None when the package is installed (from a wheel, under ``site-packages``).
+
+    A clone is recognised by its ``pyproject.toml`` naming the project ``lmcourse`` beside the package."""
+    root = Path(package or PACKAGE).parent
+    try:
+        text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return root if re.search(r'^name\s*=\s*"lmcourse"\s*$', text, re.M) else None
+
+
+def course_folder(name: str) -> Path:
+    """The course's folder ``name`` (``"reference_runs"`` or ``"notebooks"``): the clone's own, where the package
+    runs from one, else the copy the wheel installs under the package (``lmcourse/_course/<name>``).
+
+    pyproject.toml maps the clone's top-level folders into the wheel there, so the lessons and their
+    committed runs are found wherever the package is installed."""
+    if name not in ("reference_runs", "notebooks"):
+        raise ValueError(f"{name!r} is not a folder of the course: use 'reference_runs' or 'notebooks'.")
+    root = checkout()
+    if root is not None:
+        return root / name
+    return PACKAGE / COURSE_FILES / name
+
+
+def _repo_data() -> Optional[Path]:
+    root = checkout()
+    return None if root is None else root / "data"
+
+
+# A clone keeps its cache in its own data/ (git-ignored, described by data/README.md); an installed package has
+# none, and its cache goes to the user's cache folder: nothing is ever written under site-packages.
+REPO_DATA = _repo_data()
+
+
+def user_cache_dir(platform: Optional[str] = None, environ: Optional[dict] = None,
+                   home: Optional[Path] = None) -> Path:
+    """The platform's per-user cache folder for the course (``platform``, ``environ`` and ``home`` default to
+    this machine's): Linux and other Unixes ``$XDG_CACHE_HOME/lmcourse`` (an absolute one), else
+    ``~/.cache/lmcourse``; macOS ``~/Library/Caches/lmcourse``; Windows ``%LOCALAPPDATA%\\lmcourse\\Cache``,
+    else ``~\\AppData\\Local\\lmcourse\\Cache``. ``home`` is read only when needed."""
+    platform = sys.platform if platform is None else platform
+    environ = os.environ if environ is None else environ
+    if platform.startswith("win"):
+        local = environ.get("LOCALAPPDATA", "")
+        base = Path(local) if local and ntpath.isabs(local) else (home or Path.home()) / "AppData" / "Local"
+        return base / "lmcourse" / "Cache"
+    if platform == "darwin":
+        return (home or Path.home()) / "Library" / "Caches" / "lmcourse"
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    if xdg and posixpath.isabs(xdg):  # the XDG spec: a relative value is ignored
+        return Path(xdg) / "lmcourse"
+    return (home or Path.home()) / ".cache" / "lmcourse"
 
 
 def scale() -> str:
@@ -83,8 +149,9 @@ def __getattr__(name: str):
 def device() -> torch.device:
     """The one device of the run: ``LMCOURSE_DEVICE`` when set, else CUDA when it is there, else the CPU.
 
-    ``LMCOURSE_DEVICE`` = ``cpu`` | ``cuda`` | ``cuda:N`` (a student on a GPU machine may still run on the
-    CPU). A value that is not a device, or names a GPU this machine lacks, raises a :class:`ConfigError`.
+    ``LMCOURSE_DEVICE`` = ``cpu`` | ``cuda`` | ``cuda:N`` | ``mps`` (a student on a GPU machine may still run on
+    the CPU; ``mps`` is an Apple GPU, used only when named, and only where torch reports one). A value that is not
+    a device, or names a GPU this machine lacks, raises a :class:`ConfigError`.
     """
     raw = os.environ.get("LMCOURSE_DEVICE", "").strip()
     if not raw:
@@ -95,17 +162,28 @@ def device() -> torch.device:
 def _named_device(raw: str) -> torch.device:
     """The device ``LMCOURSE_DEVICE=raw`` names, checked against this machine."""
     kind, colon, index = raw.partition(":")
-    if kind not in ("cpu", "cuda") or (colon and not index.isdigit()) or (kind == "cpu" and colon):
+    if kind not in ("cpu", "cuda", "mps") or (colon and not index.isdigit()) or (kind in ("cpu", "mps") and colon):
         raise ConfigError(f"LMCOURSE_DEVICE={raw!r} is not a device: set it to cpu, cuda or cuda:N (N a GPU number), "
-                          "or unset it.")
+                          "or mps (an Apple GPU), or unset it.")
     if kind == "cpu":
         return torch.device("cpu")
+    if kind == "mps":
+        if not _mps_available():
+            raise ConfigError("LMCOURSE_DEVICE='mps' names an Apple GPU, and torch reports none on this machine "
+                              "(torch.backends.mps.is_available() is False): set it to cpu, or unset it.")
+        return torch.device("mps")
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if int(index or 0) >= count:
         have = f"GPUs 0 to {count - 1}" if count else "no CUDA GPU"
         raise ConfigError(f"LMCOURSE_DEVICE={raw!r} names a GPU this machine lacks (it has {have}): set it to cpu "
                           "or to one of its GPUs, or unset it.")
     return torch.device(raw)
+
+
+def _mps_available() -> bool:
+    """Whether torch reports an Apple GPU it can use (``torch.backends.mps.is_available()``)."""
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
 
 
 def host(t) -> np.ndarray:
@@ -186,24 +264,26 @@ def _not_a_folder(variable: str, path: Path) -> Optional[str]:
 
 
 def cache_dir() -> Path:
-    """A writable folder for generated corpora and downloads; a :class:`ConfigError` when there is none."""
+    """A writable folder for generated corpora, downloads and stored runs: ``LMCOURSE_CACHE``, else a clone's
+    ``data/``, else the user's cache folder (:func:`user_cache_dir`); a :class:`ConfigError` when none is usable.
+    An installed package never writes under its own folder (``site-packages``)."""
     env = os.environ.get("LMCOURSE_CACHE")
     if env:
         why = _not_a_folder("LMCOURSE_CACHE", Path(env).expanduser())
         if why:
             raise ConfigError(why)
         return Path(env).expanduser()
-    if writable(REPO_DATA):
+    if REPO_DATA is not None and writable(REPO_DATA):
         return REPO_DATA
     try:
-        home = Path.home()
+        folder = user_cache_dir()
     except (RuntimeError, KeyError, OSError):  # no HOME and no password entry
-        raise ConfigError(f"{REPO_DATA} is read-only and the home folder is unknown: set LMCOURSE_CACHE to a "
+        why = f"{REPO_DATA} is read-only and the" if REPO_DATA is not None else "The"
+        raise ConfigError(f"{why} home folder is unknown, so there is no cache folder: set LMCOURSE_CACHE to a "
                           "writable folder.") from None
-    folder = home / ".cache" / "lmcourse"
     if not writable(folder):
-        raise ConfigError(f"Neither {REPO_DATA} nor {folder} can be written to: set LMCOURSE_CACHE to a "
-                          "writable folder.")
+        where = f"Neither {REPO_DATA} nor {folder} can" if REPO_DATA is not None else f"The cache folder {folder} cannot"
+        raise ConfigError(f"{where} be written to: set LMCOURSE_CACHE to a writable folder.")
     return folder
 
 

@@ -69,6 +69,28 @@ def test_a_bad_device_is_one_sentence(monkeypatch, value):
         config.check_environment()
 
 
+def test_an_apple_gpu_is_used_where_torch_reports_one(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setenv("LMCOURSE_DEVICE", "mps")
+    assert config.device() == torch.device("mps")
+    monkeypatch.delenv("LMCOURSE_DEVICE")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert config.device() == torch.device("cpu"), "the Apple GPU is used only when named"
+
+
+def test_an_apple_gpu_that_torch_does_not_report_is_one_sentence(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    monkeypatch.setenv("LMCOURSE_DEVICE", "mps")
+    with pytest.raises(ConfigError, match=r"^LMCOURSE_DEVICE='mps' names an Apple GPU, and torch reports none on "
+                                          r"this machine .*: set it to cpu, or unset it\.$"):
+        config.device()
+    with pytest.raises(ConfigError, match="LMCOURSE_DEVICE"):
+        config.check_environment()
+    monkeypatch.setenv("LMCOURSE_DEVICE", "mps:0")
+    with pytest.raises(ConfigError, match=r"is not a device: .* or mps \(an Apple GPU\)"):
+        config.device()
+
+
 def test_a_missing_gpu_is_one_sentence(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("LMCOURSE_DEVICE", "cuda:3")

@@ -126,13 +126,14 @@ def test_hints_guide_without_giving_the_answer(nb):
         assert not given, f"the hint of {id} contains its answer's code: {given}"
 
 
-def test_the_readme_counts_each_lessons_exercises_right():
-    """The README's lesson table says "N exercises" per lesson: N is the number of "Exercise N" headings."""
-    readme = (NOTEBOOKS[0].parents[1] / "README.md").read_text()
+def test_the_students_page_counts_each_lessons_exercises_right():
+    """The students' lesson table (docs/students.md) says "N exercises" per lesson: N is the number of "Exercise N"
+    headings."""
+    page = (NOTEBOOKS[0].parents[1] / "docs" / "students.md").read_text()
     one = re.compile(r"^#+\s*Exercise\b", re.M)
     for nb in NOTEBOOKS:
-        row = re.search(rf"^\| `{re.escape(nb.stem)}` \|.*?(\d+) exercises? \|$", readme, re.M)
-        assert row, f"README.md's lesson table has no row for {nb.stem} ending in its number of exercises."
+        row = re.search(rf"^\| \[`{re.escape(nb.stem)}`\]\([^)]*\) \|.*?(\d+) exercises? \|$", page, re.M)
+        assert row, f"docs/students.md's lesson table has no row for {nb.stem} ending in its number of exercises."
         counted = sum(len(one.findall(c)) for c in _cells(nb, "markdown"))
-        assert int(row[1]) == counted, (f"README.md says {nb.stem} has {row[1]} exercises; the lesson has {counted}: "
-                                        "fix the README's lesson table.")
+        assert int(row[1]) == counted, (f"docs/students.md says {nb.stem} has {row[1]} exercises; the lesson has "
+                                        f"{counted}: fix its lesson table.")

@@ -248,3 +248,74 @@ def test_a_committed_run_is_rekeyed_without_retraining(monkeypatch, tmp_path):
     assert loaded.loaded and loaded.path == path and len(calls) == 1
     with pytest.raises(Exception, match="not in"):
         reference.rekey("nothing.pt", entry)
+
+
+# ----------------------------------------------------------------------- committed runs that cannot be found
+
+@pytest.fixture
+def no_announcement_yet(monkeypatch):
+    monkeypatch.setattr(reference, "_announced", set())
+
+
+def test_missing_runs_are_said_once_with_their_cost_before_anything_trains(monkeypatch, tmp_path, capsys,
+                                                                          no_announcement_yet):
+    _setup(monkeypatch, tmp_path)  # the reference folder holds nothing: no manifest
+    said_before_training = []
+
+    def train():
+        said_before_training.append(capsys.readouterr().out)
+        return _trainer([])()
+
+    stored_runs.train_or_load("course-model", {"d": 6}, train, VOCAB, **AT)
+    stored_runs.train_or_load("06-mos-d4-k4-seed1", {"d": 6}, train, VOCAB, **AT)
+    first, second = said_before_training
+    assert first.count("\n") == 1 and second == "", "one sentence, before the first training only"
+    assert str(tmp_path / "reference") in first and "holds no manifest.json" in first
+    assert "starting with 'course-model': about 2.5 minutes of one CPU core" in first
+    assert f"about {reference.course_minutes() / 60:.1f} hours at cpu" in first
+    assert first.rstrip().endswith("to load them in seconds instead.")
+
+
+def test_nothing_is_said_where_the_runs_are_or_at_a_scale_never_committed(monkeypatch, tmp_path, capsys,
+                                                                        no_announcement_yet):
+    _setup(monkeypatch, tmp_path)
+    stored_runs.train_or_load("06-demo", {"d": 6}, _trainer([]), VOCAB, scale="ci", dataset="embedded")
+    stored_runs.train_or_load("06-demo", {"d": 6}, _trainer([]), VOCAB, retrain=True, **AT)  # asked to train
+    assert "committed runs are not here" not in capsys.readouterr().out
+    reference.write_manifest([], tmp_path / "reference")  # a manifest, without this run: a knob was changed
+    stored_runs.train_or_load("06-demo", {"d": 7}, _trainer([]), VOCAB, **AT)
+    assert "committed runs are not here" not in capsys.readouterr().out
+
+
+def test_missing_measurements_are_said_before_they_are_computed(monkeypatch, tmp_path, capsys, no_announcement_yet):
+    from lmcourse.store.stored_numbers import compute_or_load
+
+    _setup(monkeypatch, tmp_path)
+    said = []
+    compute_or_load("08-dyneval", {"lr": 1}, lambda: said.append(capsys.readouterr().out) or {"x": 1.0}, VOCAB, **AT)
+    assert "starting with '08-dyneval': about 2 minutes of one CPU core" in said[0]
+
+
+def test_every_committed_run_has_a_cost_that_its_history_bears_out():
+    """CPU_COST's counts are the manifest's, and its minutes lie within a factor of 2.5 of the mean time the
+    committed runs' training histories recorded (elapsed_s of their last epoch), where they record one."""
+    runs = reference.read_manifest()
+    counted: dict = {}
+    for entry in runs:
+        found = reference.cost(entry["name"])
+        assert found is not None, f"{entry['name']} has no entry in reference_runs.CPU_COST: add its cost"
+        key = max((k for k in reference.CPU_COST if entry["name"] == k or entry["name"].startswith(k + "-")), key=len)
+        counted.setdefault(key, []).append(entry)
+    assert {k: len(v) for k, v in counted.items()} == {k: n for k, (n, _) in reference.CPU_COST.items()}
+    for key, entries in counted.items():
+        seconds = []
+        for entry in entries:
+            stored = torch.load(reference.folder() / entry["file"], map_location="cpu", weights_only=True)
+            history = stored.get("history") or (stored.get("numbers") or {}).get("history")
+            if isinstance(history, list) and history and isinstance(history[-1], dict) and "elapsed_s" in history[-1]:
+                seconds.append(float(history[-1]["elapsed_s"]))
+        if seconds:
+            measured = sum(seconds) / len(seconds) / 60
+            stated = reference.CPU_COST[key][1]
+            assert measured / 2.5 <= stated <= measured * 2.5, f"{key}: {stated} minutes stated, {measured:.1f} measured"
+    assert 1.5 < reference.course_minutes() / 60 < 4

@@ -125,3 +125,19 @@ def test_the_records_since_2018_are_cited():
     since = [r for r in lit.PUBLISHED if r.note == lit.SINCE_2018]
     assert {r.dataset for r in since} == {"ptb", "wikitext-2"}
     assert all(r.source in lit.REFERENCES and "Table" in r.where for r in since)
+
+
+def test_the_readmes_figure_is_what_the_committed_runs_give(ladder, tmp_path):
+    """docs/ladder.png is regenerated from the committed runs (python -m lmcourse.course.results_page --figure):
+    the numbers it draws, kept in its PNG Description, are the ones measured now, and it is the same size."""
+    from PIL import Image
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "ladder.png"
+    fresh = R.write_ladder_figure(tmp_path / "ladder.png", ladder)
+    assert [p.name for p in tmp_path.iterdir()] == ["ladder.png"]
+    with Image.open(committed) as old, Image.open(fresh) as new:
+        assert json.loads(old.text["Description"]) == json.loads(new.text["Description"]) == R.figure_numbers(ladder), \
+            "docs/ladder.png is not what the committed runs give: python -m lmcourse.course.results_page --figure docs/ladder.png"
+        assert old.size == new.size and "Software" not in new.text
+    drawn = R.figure_numbers(ladder)
+    assert list(drawn["rungs"]) == list(L.RUNGS) and drawn["floor"] < min(m for m, _ in drawn["rungs"].values())

@@ -7,6 +7,7 @@ Commands:
   train     train a paper's recipe (--preset) into a run directory (last line: JSON)
   evaluate  score a trained run, optionally with the neural cache and dynamic evaluation (last line: JSON)
   word-lstm the word LSTM of pytorch/examples' recipe: loaded from your cache, else trained, then scored (last line: JSON)
+  notebooks copy the lessons and their solutions into a folder (python -m lmcourse notebooks DEST [--force])
 
 --data defaults to $LMCOURSE_DATASET, else the embedded corpus.
 
@@ -87,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     (:class:`lmcourse.errors.LMCourseError`, or ``ValueError`` / ``TypeError`` from argument
     checks). Register it here with one line; :func:`main` reports its errors and adds ``--debug``.
     """
-    from . import ngram, reproduce, word_lstm  # here, inside main's handling: a failed import is one line
+    from . import ngram, notebooks, reproduce, word_lstm  # here, inside main's handling: a failed import is one line
 
     parser = Parser(prog="python -m lmcourse", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_oracle(sub)
     reproduce.add_cli(sub)
     word_lstm.add_cli(sub)
+    notebooks.add_cli(sub)
     for command in sub.choices.values():
         if "--debug" not in command._option_string_actions:
             command.add_argument("--debug", action="store_true", help="show the traceback of an error")

@@ -1,6 +1,8 @@
 """Which lessons there are: the notebooks' folder, a lesson's id, the lessons named on a command line.
 
-The one list every course tool reads (:mod:`.lessons`, :mod:`.slides`, :mod:`.book`), kept below them all.
+The one list every course tool reads (:mod:`.lessons`, :mod:`.slides`, :mod:`.book`), kept below them all. The
+folder is the clone's ``notebooks/``, or the copy installed with the package's wheel
+(:func:`lmcourse.config.course_folder`); ``REPO`` is the clone, or None for an installed package.
 """
 from __future__ import annotations
 
@@ -8,9 +10,25 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-REPO = Path(__file__).resolve().parents[2]
-NOTEBOOKS = REPO / "notebooks"
+from .. import config
+from ..config import checkout, course_folder
+from ..errors import ConfigError
+
+REPO = checkout()
+NOTEBOOKS = course_folder("notebooks")
 PATTERN = "[0-9][0-9]*_*.ipynb"  # 02_lstm_from_equations.ipynb, 02b_lstm_language_models.ipynb, ...
+
+
+def check_writable(paths: Sequence, what: str = "rewrites the lessons") -> None:
+    """A :class:`ConfigError` when one of ``paths`` lies in the copy of the course installed with the package
+    (under ``site-packages``), which no command writes to: ``make lessons``, ``make runs`` and the stamps are
+    for a clone of the repository."""
+    for path in paths:
+        target = Path(path).resolve()
+        if target == config.PACKAGE or config.PACKAGE in target.parents:
+            raise ConfigError(f"This command {what}, and {path} is the copy installed with the package, which is "
+                              "never written to: run it in a clone of the repository, or copy the lessons out with "
+                              "`python -m lmcourse notebooks DEST` and name them there.")
 
 
 def lesson_id(path) -> str:

@@ -44,7 +44,7 @@ from ..config import by_scale
 from ..errors import ConfigError, LMCourseError, sentence
 from ..progress import bar
 from ..store import reference_runs as reference
-from .catalog import NOTEBOOKS, PATTERN, REPO, lesson_id, lessons  # noqa: F401 (the lessons, listed)
+from .catalog import NOTEBOOKS, PATTERN, REPO, check_writable, lesson_id, lessons  # noqa: F401 (the lessons, listed)
 from .outputs import MACHINERY, STAMP, problems
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -275,6 +275,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         config.check_environment()
         paths = lessons(args.lessons)
         scale = _scale(args.scale)
+        if args.command == "store":  # before hours of lessons run: where they would be saved
+            check_writable(paths, "saves the lessons with their outputs")
+        if args.command == "runs":
+            from ..store import reference_runs as reference
+
+            check_writable([reference.folder()], "retrains the committed runs")
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

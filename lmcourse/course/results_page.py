@@ -18,6 +18,12 @@
 - **the papers' rows**, each with its source and table, from :mod:`lmcourse.literature`: the 2017-18
   models the course rebuilds, then the records since;
 - **one figure**: the ladder's bars with the seeds' spread and the floor, beside the papers' chains.
+
+The README's headline figure, ``docs/ladder.png``, is the ladder alone with the oracle floor, drawn by
+:func:`write_ladder_figure` from the same measured numbers (which it also carries, rounded, in the PNG's
+``Description``, so a test can check that the committed picture is what the committed runs give)::
+
+    python -m lmcourse.course.results_page --figure docs/ladder.png
 """
 from __future__ import annotations
 
@@ -186,6 +192,53 @@ def _figure(ladder: dict) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
+def figure_numbers(ladder: dict) -> dict:
+    """What the headline figure draws, rounded to two decimals: each rung's test mean and sd, and the floor."""
+    rungs = {}
+    for rung, scores in ladder["rungs"].items():
+        mean, sd = mean_sd(scores["test"])
+        rungs[rung] = [round(mean, 2), round(sd, 2) if len(scores["test"]) > 1 else None]
+    return {"rungs": rungs, "floor": round(ladder["floor"]["test"], 2), "seeds": len(ladder.get("seeds", []))}
+
+
+def write_ladder_figure(path: Path, ladder: Optional[dict] = None) -> Path:
+    """Draw the README's headline figure into ``path`` (a PNG, replaced whole): the course's ladder at ``cpu``,
+    each rung's test perplexity as the mean ± sd over its seeds, with the oracle's floor; ``ladder`` defaults to
+    :func:`ladder_numbers` (measured from the committed runs). The numbers drawn go into the PNG's
+    ``Description`` as JSON (:func:`figure_numbers`); no date or version is written, so the same numbers give
+    the same file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ladder = ladder_numbers() if ladder is None else ladder
+    drawn = figure_numbers(ladder)
+    rungs = list(drawn["rungs"])
+    means = [drawn["rungs"][r][0] for r in rungs]
+    sds = [drawn["rungs"][r][1] or 0.0 for r in rungs]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    ax.bar(range(len(rungs)), means, yerr=sds, capsize=4, color="#4c78a8")
+    for i, m in enumerate(means):
+        ax.text(i, m, f"{m:.1f}", ha="center", va="bottom", fontsize=8, color="#333")
+    ax.axhline(drawn["floor"], color="k", ls="--", lw=1, label=f"oracle floor {drawn['floor']:.1f} (the best any model can do)")
+    ax.set_xticks(range(len(rungs)), rungs, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("test perplexity")
+    ax.set_ylim(0, max(means) * 1.15)
+    ax.set_title(f"The course's ladder: each rung adds one idea ({drawn['seeds']} seeds a rung, mean ± sd)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, format="png", dpi=100,
+                metadata={"Software": None, "Description": json.dumps(drawn, sort_keys=True),
+                          "Title": "lmcourse: the course's ladder with the oracle floor"})
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     cells = lambda tag, row: "".join(f"<{tag}>{c}</{tag}>" for c in row)  # noqa: E731
     return (f"<table><thead><tr>{cells('th', head)}</tr></thead><tbody>"
@@ -278,8 +331,13 @@ def write(out: Path, paths: Sequence[Path] = ()) -> Path:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lmcourse.course.results_page", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="book", help="the folder to write (default: book)")
+    parser.add_argument("--figure", default=None, type=Path,
+                        help="write only the README's headline figure (the ladder and the floor) to this PNG")
     args = parser.parse_args(argv)
     try:
+        if args.figure is not None:
+            print(f"wrote {write_ladder_figure(args.figure)}")
+            return 0
         print(f"open {write(Path(args.out))}")
     except MissingFileError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .catalog import NOTEBOOKS, lesson_id, lessons
+from .catalog import NOTEBOOKS, check_writable, lesson_id, lessons
 from .rendered import hide_input, input_hidden
 
 SLIDE, SUB, FRAGMENT, ON = "slide", "subslide", "fragment", "-"
@@ -210,6 +210,7 @@ def stamp_file(path: Path) -> int:
     nb = json.loads(path.read_text(encoding="utf-8"))
     changed = stamp(nb, lesson_id(path))
     if changed:
+        check_writable([path], "stamps the lessons' slide types")
         _write(nb, path)
     return changed
 

@@ -1,8 +1,9 @@
 """The reference runs committed with the course: a lesson's central trainings, ready on a fresh clone.
 
-The folder ``reference_runs/`` at the top of the repository (``LMCOURSE_REFERENCE_RUNS`` points
-elsewhere) holds one checkpoint per run, its weights in half precision, and ``manifest.json``,
-one entry per run::
+The folder ``reference_runs/`` at the top of the repository, installed with the package's wheel as
+``lmcourse/_course/reference_runs/`` (:func:`lmcourse.config.course_folder` finds it wherever the package is;
+``LMCOURSE_REFERENCE_RUNS`` points elsewhere), holds one checkpoint per run, its weights in half precision, and
+``manifest.json``, one entry per run::
 
     {"file": "06-mos-3f2a....pt", "lesson": "06", "name": "06-mos", "key": "3f2a...",
      "settings": {...}, "scale": "cpu", "dataset": "embedded", "corpus": "<fingerprint>",
@@ -12,7 +13,13 @@ one entry per run::
 hashed by :mod:`lmcourse.store.stored_runs`, all given by the caller as an :class:`Entry`) matches and the file's sha256 equals the manifest's;
 a damaged file is reported in one sentence and skipped, so the lesson trains instead of crashing.
 :func:`store` is called for every finished run while ``LMCOURSE_STORE_REFERENCE=1`` (what ``make runs``
-sets). The whole folder stays under :data:`BUDGET_BYTES`.
+sets). The whole folder stays under :data:`BUDGET_BYTES`. Nothing is ever written into the copy installed with
+the package (under ``site-packages``): :func:`store`, :func:`rekey`, :func:`prune` and :func:`write_manifest` refuse
+it in one sentence (``make runs`` is for a clone of the repository).
+
+When the folder holds no manifest at all (the runs were not installed, or ``LMCOURSE_REFERENCE_RUNS`` names an
+empty folder), :func:`announce_missing` says so once, in one sentence with what training costs, before the first
+run a lesson would have loaded is trained (:data:`CPU_COST` holds the measured costs).
 
 An entry's ``file`` is a bare file name inside the folder: one that is not (``../x``, an absolute path,
 a link that leads out) refuses the manifest in one sentence, so :func:`load`, :func:`store` and
@@ -32,9 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .. import config
 from ..config import by_scale
 from ..corpora.download import sha256_of as sha256
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError
 from ..training.checkpoint import atomic_write, load_checkpoint, save_checkpoint
 
 FOLDER_ENV = "LMCOURSE_REFERENCE_RUNS"
@@ -43,10 +51,80 @@ MANIFEST = "manifest.json"
 BUDGET_BYTES = 25 * 10**6  # the whole course's committed runs: 25 MB
 
 
+COMMITTED_SCALE = "cpu"  # the scale every committed run is trained at
+# What each committed run costs to train at cpu when it cannot be loaded: (runs committed, minutes of one CPU core
+# each), keyed by the run's name or the start of it ("06-mos" covers "06-mos-d4-k4-seed0"). Measured when the runs
+# were made: the trained runs' histories (elapsed_s) and the lessons' stated times for the stored measurements;
+# tests/test_reference_runs.py checks the counts against the manifest and the minutes against the histories.
+CPU_COST = {
+    "course-model": (15, 2.5),       # five rungs x three seeds: about a minute each, MoS about nine
+    "02b-char-lstm": (1, 4.0),
+    "03-dropout": (24, 2.5),
+    "05-softmax-d32": (1, 8.0),
+    "06-mos": (3, 1.5),
+    "06-softmax": (3, 0.5),
+    "08-dyneval": (3, 2.0),
+    "08-dyneval-halves": (3, 0.5),
+    "09-wrappers": (3, 2.0),
+    "10-transformer": (3, 2.5),
+    "10-equal-time": (3, 1.0),
+    "10-wrappers": (3, 1.0),
+}
+_announced: set = set()  # the folders already said to be missing, in this process
+
+
 def folder() -> Path:
-    """Where the reference runs are: ``$LMCOURSE_REFERENCE_RUNS``, else ``reference_runs/`` beside the package."""
+    """Where the reference runs are: ``$LMCOURSE_REFERENCE_RUNS``, else the course's ``reference_runs/`` (the
+    clone's, or the one installed with the package: :func:`lmcourse.config.course_folder`)."""
     given = os.environ.get(FOLDER_ENV)
-    return Path(given).expanduser() if given else Path(__file__).resolve().parents[2] / "reference_runs"
+    return Path(given).expanduser() if given else config.course_folder("reference_runs")
+
+
+def _may_write(where: Path) -> Path:
+    """``where`` when runs may be written there; a :class:`ConfigError` for the copy installed with the package."""
+    target = Path(where).resolve()
+    if target == config.PACKAGE or config.PACKAGE in target.parents:
+        raise ConfigError(f"{where} is the copy of the committed runs installed with the package, which is never "
+                          f"written to: regenerate them in a clone of the repository (`make runs`), or set "
+                          f"{FOLDER_ENV} to a folder of your own.")
+    return Path(where)
+
+
+def cost(name: str) -> Optional[tuple]:
+    """``(runs committed, one-core minutes each at cpu)`` of the run ``name`` (:data:`CPU_COST`), or None."""
+    keys = [k for k in CPU_COST if name == k or name.startswith(k + "-")]
+    return CPU_COST[max(keys, key=len)] if keys else None
+
+
+def course_minutes() -> float:
+    """One-core minutes to train every committed run at cpu."""
+    return sum(n * minutes for n, minutes in CPU_COST.values())
+
+
+def missing_sentence(name: str, where: Optional[Path] = None) -> str:
+    """The one sentence :func:`announce_missing` prints: where the runs were looked for, what ``name`` costs to
+    train, what the whole course costs, and how to get the runs."""
+    where = Path(where or folder())
+    found = cost(name)
+    this = f"about {found[1]:g} minutes of one CPU core" if found else "minutes of one CPU core or more"
+    return (f"The course's committed runs are not here ({where} holds no {MANIFEST}), so this lesson trains what "
+            f"they would have loaded, starting with '{name}': {this} for it, and as much again for each further "
+            f"run the lesson reads (all of the course's runs: about {course_minutes() / 60:.1f} hours at "
+            f"{COMMITTED_SCALE}); install the course's wheel, or work in a clone of its repository, to load them in "
+            "seconds instead.")
+
+
+def announce_missing(name: str, scale: str) -> bool:
+    """Print :func:`missing_sentence` when the reference folder holds no manifest and ``scale`` is the one the runs
+    are committed at; once per folder and process; True when it printed. The lessons' run loaders
+    (:func:`lmcourse.store.stored_runs.train_or_load`, :func:`lmcourse.store.stored_numbers.compute_or_load`) call
+    it just before they train or compute."""
+    where = folder()
+    if scale != COMMITTED_SCALE or (where / MANIFEST).is_file() or str(where) in _announced:
+        return False
+    _announced.add(str(where))
+    print(missing_sentence(name, where))
+    return True
 
 
 def kept(scale: str) -> bool:
@@ -156,7 +234,7 @@ def entry_for(name: str, key: str, where: Optional[Path] = None) -> Optional[dic
 
 def write_manifest(runs: list[dict], where: Optional[Path] = None) -> Path:
     """Write the entries, sorted by file name, atomically."""
-    target = Path(where or folder())
+    target = _may_write(Path(where or folder()))
     target.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"runs": sorted(runs, key=lambda r: r["file"])}, indent=1, sort_keys=True) + "\n"
     return atomic_write(target / MANIFEST, lambda f: f.write(text.encode("utf-8")))
@@ -202,7 +280,7 @@ def lesson_of(name: str) -> str:
 
 def store(entry: Entry, model, vocab, rows: list) -> Path:
     """Write a finished run in half precision and enter it in the manifest (replacing one of the same key)."""
-    where = folder()
+    where = _may_write(folder())
     where.mkdir(parents=True, exist_ok=True)
     read_manifest(where)  # a damaged manifest stops here, before anything is written
     half = copy.deepcopy(model).cpu().half()
@@ -216,7 +294,7 @@ def rekey(old_file: str, entry: Entry, where: Optional[Path] = None) -> Path:
     """File the committed result ``old_file`` under ``entry`` (a new key, the same training: e.g. its settings
     renamed): the file is renamed, its bytes and sha256 stay, and its manifest entry takes the new name, key and
     settings. Nothing is retrained."""
-    where = Path(where or folder())
+    where = _may_write(Path(where or folder()))
     runs = read_manifest(where)
     old = next((r for r in runs if r.get("file") == old_file), None)
     if old is None:
@@ -231,7 +309,7 @@ def rekey(old_file: str, entry: Entry, where: Optional[Path] = None) -> Path:
 
 def prune(lesson: str, since: float, where: Optional[Path] = None) -> list[str]:
     """Remove the entries (and files) of ``lesson`` ("06") saved before ``since``: runs its regeneration no longer made."""
-    where = Path(where or folder())
+    where = _may_write(Path(where or folder()))
     runs = read_manifest(where)  # every entry's file checked to lie inside the folder
     stale = [r for r in runs if r.get("lesson") == lesson and _saved_at(r) < since]
     if not stale:

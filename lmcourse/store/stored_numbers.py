@@ -110,6 +110,7 @@ def compute_or_load(name: str, settings: dict, compute: Callable[[], dict], voca
             if reference.storing(scale):
                 _to_reference(entry, found)
             return {**found, "loaded": True}
+        reference.announce_missing(name, scale)  # when the committed runs are not installed: what computing costs
     numbers = compute()
     if not isinstance(numbers, dict):
         raise TypeError(f"compute() for {name!r} must return a dict of tensors and numbers, "

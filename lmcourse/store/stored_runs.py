@@ -135,6 +135,8 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
             if reference_run and reference.storing(scale):  # `make runs` may reuse what the user trained
                 reference.store(entry, model, vocab, info["history"])
             return CachedRun(model, info["history"], True, path)
+    if reference_run and wanted(retrain, scale, entry.lesson or reference.lesson_of(name)):
+        reference.announce_missing(name, scale)  # when the committed runs are not installed: what training costs
     model, history = train_fn()
     rows = list(getattr(history, "rows", history) or [])
     if not reference.kept(scale):

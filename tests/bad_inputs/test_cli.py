@@ -434,6 +434,7 @@ def test_no_writable_home_or_repository_folder_says_set_lmcourse_cache(home, cap
     monkeypatch.delenv("LMCOURSE_DATA")
     monkeypatch.setattr(config, "REPO_DATA", home / "notes.txt" / "data")  # cannot be made
     monkeypatch.setenv("HOME", str(home / "notes.txt"))  # ~/.cache cannot be made either
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     before = files_under(home)
     code, _, err = cli(capsys, ["data"])
     assert code == 2
