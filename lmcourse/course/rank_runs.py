@@ -37,6 +37,7 @@ from ..corpora.grammar import Params
 from ..store.stored_runs import CachedRun, train_or_load
 from ..training import settings as adapter
 from ..training.callbacks import LivePlot
+from ..training.trainconfig import key_fields
 from ..training.trainer import Trainer, TrainConfig
 
 __all__ = ["LOOKUP_RICH", "lookup_rich", "model_config", "train_config", "run_settings", "train"]
@@ -86,8 +87,7 @@ def run_settings(corpus, model, training: TrainConfig, valid_tokens: Optional[in
     """What decides a run's result, the key it is stored under: the model, the training (how it is shown
     aside), the validation slice and the corpus: the fields of its variant's ``params`` when given, else its
     name (which carries the hash of its parameters)."""
-    shown = ("progress", "live_plot")
-    return dict(model=model.as_dict(), train={k: v for k, v in vars(training).items() if k not in shown},
+    return dict(model=model.as_dict(), train=key_fields(training),
                 valid_tokens=valid_tokens, corpus=corpus.name if params is None else asdict(params),
                 train_tokens=len(corpus.train))
 

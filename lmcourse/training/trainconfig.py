@@ -16,8 +16,11 @@ from .compat import kind_of
 from .optim import OPTIMIZERS
 from .rundir import CONFIG, RunDir
 
-__all__ = ["TrainConfig", "History", "load_run_config", "RESUMABLE_CHANGES", "MIN_WINDOW"]
+__all__ = ["TrainConfig", "History", "load_run_config", "RESUMABLE_CHANGES", "MIN_WINDOW", "LATER_FIELDS", "key_fields"]
 
+# Fields added after runs were committed whose keys list every TrainConfig field (lessons 05 and 06): left out of
+# such a key while they keep their default, so that a new field never re-keys a stored run it cannot change.
+LATER_FIELDS = {"max_decays": None, "min_gain": 0.0}
 # the settings that may differ when resuming
 RESUMABLE_CHANGES = ("epochs", "progress", "live_plot", "checkpoint", "out_dir", "checkpoint_every", "tf32")
 MIN_WINDOW = 5  # the shortest variable-BPTT window (Merity et al. 2018, Section 4.1)
@@ -200,3 +203,10 @@ def load_run_config(out_dir) -> tuple:
         raise RunDirError(f"{run.file(CONFIG)} holds settings that are not valid (edited by hand?), "
                           f"{sentence(error).rstrip('.')}: restore the file the run wrote, or start the run again "
                           "in a new folder.") from None
+
+
+def key_fields(config: TrainConfig, shown=("progress", "live_plot")) -> dict:
+    """The fields of ``config`` that decide a run, for a key that lists them all: every field but how training is
+    ``shown``, and the :data:`LATER_FIELDS` still at their defaults."""
+    return {k: v for k, v in vars(config).items()
+            if k not in shown and not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
