@@ -32,6 +32,7 @@ from ...corpora.download import DownloadError
 from ...errors import sentence
 from ...lm import perplexity, perplexity_from_nll
 from ...ngram.model import NGramLM
+from ...store.reference_runs import kept
 from ...store.stored_numbers import compute_or_load
 from ...networks.models import RNNLM
 from ...store.stored_runs import CachedRun, train_or_load
@@ -43,7 +44,7 @@ from .lesson09 import cached
 
 __all__ = ["RUNS", "LESSON", "NAME", "DATASET", "SEEDS", "RUNGS", "WRAPPERS", "RUNG", "CACHE_GRID", "DYN_GRID",
            "settings", "rung_settings", "tokens", "train", "grids", "wrapper_settings", "wrap", "wrapped", "load",
-           "seed_runs", "numbers",
+           "seed_runs", "summary", "numbers", "SUMMARY", "WEIGHTS_SEEDS",
            "regime"]
 
 LESSON = "09"  # ``make runs LESSONS=09`` regenerates it, with the course model
@@ -51,6 +52,8 @@ NAME = "ptb-model"
 DATASET = "ptb"
 SEEDS = (0, 1, 2)
 RUNGS = ("LSTM", "+ dropouts and tying")
+SUMMARY = "ptb-summary"  # what the lessons read of every run, stored as numbers (:func:`summary`)
+WEIGHTS_SEEDS = (0,)  # whose weights are committed: the lessons read the weights of the wrapped rung's seed 0 only
 AWD_PTB_DROPOUTS = dict(dropout=0.4, dropouti=0.4, dropoute=0.1, wdrop=0.5)  # Merity et al. 2018 (PTB), one layer
 
 
@@ -112,8 +115,9 @@ def train(settings_: dict, corpus, scale: str, retrain: Optional[bool] = None, p
         finally:
             torch.set_num_threads(threads)
 
+    committed = settings_["rung"] == RUNG and settings_["seed"] in WEIGHTS_SEEDS  # the others are kept as numbers
     run = train_or_load(NAME, settings_, fit, corpus.vocab, scale=scale, dataset=DATASET, retrain=retrain,
-                        lesson=LESSON)
+                        lesson=LESSON, reference_run=committed)
     run.model.vocab = corpus.vocab
     return run
 
@@ -193,17 +197,20 @@ def wrapped(seed: int, scale: str, corpus, progress: Optional[bool] = None, reco
     """One seed's wrapper numbers (:func:`wrap`), loaded (the committed numbers, then the user's cache) or computed
     and stored; ``numbers["summary"]`` is the decoded ``json``. ``run``: the seed's :data:`RUNG`, when the caller
     has it already (else it is loaded, or trained)."""
-    if run is None:
-        run = train(rung_settings(RUNG, seed, settings(scale)), corpus, scale, plot=False, progress=progress)
-    model = run.model.to(device()).eval()
     train_, valid, test = tokens(corpus, settings(scale))
     streams = dict(train=train_, valid=valid, test=test)
-    found = compute_or_load(WRAPPERS, wrapper_settings(seed, scale), lambda: wrap(model, streams, grids(scale), progress),
-                            corpus.vocab, scale=scale, dataset=DATASET, recompute=recompute)
+
+    def compute():  # the run is loaded (or trained) only when the numbers are not stored
+        found = run or train(rung_settings(RUNG, seed, settings(scale)), corpus, scale, plot=False, progress=progress)
+        return wrap(found.model.to(device()).eval(), streams, grids(scale), progress)
+
+    found = compute_or_load(WRAPPERS, wrapper_settings(seed, scale), compute, corpus.vocab, scale=scale,
+                            dataset=DATASET, recompute=recompute)
     return dict(found, summary=json.loads(found["json"]))
 
 
 RUNS[WRAPPERS] = lambda scale: [wrapper_settings(seed, scale) for seed in SEEDS]
+RUNS[SUMMARY] = _runs
 
 
 # ------------------------------------------------------------------------- what the lessons read, in one place
@@ -220,32 +227,60 @@ def load(level: str = "word"):
 
 
 def seed_runs(rung: str, scale: str, corpus, progress: Optional[bool] = None) -> list:
-    """The rung's run for every seed of :data:`SEEDS` (committed, stored, or trained: hours at ``cpu``)."""
+    """The rung's run for every seed of :data:`SEEDS` (committed for the wrapped rung's seed 0; the others are
+    stored in the user's cache once trained: hours at ``cpu``). The lessons read :func:`numbers` instead."""
     shared = settings(scale)
     return [train(rung_settings(rung, seed, shared), corpus, scale, plot=False, progress=progress) for seed in SEEDS]
 
 
+def summary(rung: str, seed: int, scale: str, corpus, progress: Optional[bool] = None,
+            run: Optional[CachedRun] = None) -> dict:
+    """What the lessons read of one trained run, stored as numbers (``ptb-summary``): ``history`` (its rows, one per
+    epoch), ``test`` (its test perplexity at its best validation weights) and ``parameters``. The run itself (``run``,
+    else loaded or trained) is read only when the numbers are not stored."""
+    s = rung_settings(rung, seed, settings(scale))
+
+    def compute():
+        found = run or train(s, corpus, scale, plot=False, progress=progress)
+        test = tokens(corpus, settings(scale))[2]
+        return {"json": json.dumps(dict(history=found.history, test=perplexity(found.model.eval(), test),
+                                        parameters=found.model.num_parameters()))}
+
+    return json.loads(compute_or_load(SUMMARY, s, compute, corpus.vocab, scale=scale, dataset=DATASET)["json"])
+
+
 def numbers(scale: str, corpus, progress: Optional[bool] = None) -> dict:
     """Every real-text number the lessons show, per seed: ``{"test": {row: [ppl per seed]}, "valid": {...},
-    "best_epoch": {rung: [...]}, "epochs": {rung: [...]}, "parameters": {rung: n}, "wrappers": [summary per seed]}``.
-    Rows: ``"KN5"`` (lesson 01's modified Kneser-Ney 5-gram, the same for every seed), both rungs, and over the
-    ``RUNG`` the wrappers' ``"+ cache"``, ``"+ dynamic evaluation"`` (both, the cache on the adapting model),
-    ``"dynamic evaluation alone"`` and ``"training-text control"``."""
+    "best_epoch": {rung: [...]}, "epochs": {rung: [...]}, "history": {rung: [rows per seed]},
+    "parameters": {rung: n}, "wrappers": [summary per seed]}``. Rows: ``"KN5"`` (lesson 01's modified Kneser-Ney
+    5-gram, the same for every seed), both rungs, and over the :data:`RUNG` the wrappers' ``"+ cache"``,
+    ``"+ dynamic evaluation"`` (both, the cache on the adapting model), ``"dynamic evaluation alone"`` and
+    ``"training-text control"``. At ``cpu`` all of it is committed as numbers (no weights are read)."""
     train_, valid, test = tokens(corpus, settings(scale))
     kn5 = NGramLM(corpus.vocab, order=5, smoothing="mkn", mode="stream").fit(train_)
     out = {"test": {"KN5": [perplexity(kn5, test)] * len(SEEDS)}, "valid": {"KN5": [perplexity(kn5, valid)] * len(SEEDS)},
-           "best_epoch": {}, "epochs": {}, "parameters": {}, "wrappers": []}
-    kept = {}
+           "best_epoch": {}, "epochs": {}, "history": {}, "parameters": {}, "wrappers": []}
+    shared = settings(scale)
+    runs = {}  # where nothing is stored (ci), each run is trained once for its summary and its wrappers
+
+    def run_of(rung, seed):
+        if not kept(scale):
+            if (rung, seed) not in runs:
+                runs[rung, seed] = train(rung_settings(rung, seed, shared), corpus, scale, plot=False, progress=progress)
+            return runs[rung, seed]
+        return None
+
     for rung in RUNGS:
-        runs = kept[rung] = seed_runs(rung, scale, corpus, progress)
-        out["test"][rung] = [perplexity(r.model.eval(), test) for r in runs]
-        out["valid"][rung] = [min(row["valid_ppl"] for row in r.history) for r in runs]
-        out["best_epoch"][rung] = [min(r.history, key=lambda row: row["valid_ppl"])["epoch"] for r in runs]
-        out["epochs"][rung] = [len(r.history) for r in runs]
-        out["parameters"][rung] = runs[0].model.num_parameters()
-    found = [wrapped(seed, scale, corpus, progress, run=run) for seed, run in zip(SEEDS, kept[RUNG])]
-    out["wrappers"] = [f["summary"] for f in found]
+        found = [summary(rung, seed, scale, corpus, progress, run=run_of(rung, seed)) for seed in SEEDS]
+        out["history"][rung] = [f["history"] for f in found]
+        out["test"][rung] = [f["test"] for f in found]
+        out["valid"][rung] = [min(row["valid_ppl"] for row in f["history"]) for f in found]
+        out["best_epoch"][rung] = [min(f["history"], key=lambda row: row["valid_ppl"])["epoch"] for f in found]
+        out["epochs"][rung] = [len(f["history"]) for f in found]
+        out["parameters"][rung] = found[0]["parameters"]
+    wrapped_ = [wrapped(seed, scale, corpus, progress, run=run_of(RUNG, seed)) for seed in SEEDS]
+    out["wrappers"] = [f["summary"] for f in wrapped_]
     for row, key in (("+ cache", "cache"), ("dynamic evaluation alone", "dyneval"), ("+ dynamic evaluation", "both"),
                      ("training-text control", "control")):
-        out["test"][row] = [f["summary"]["test"][key] for f in found]
+        out["test"][row] = [f["summary"]["test"][key] for f in wrapped_]
     return out
