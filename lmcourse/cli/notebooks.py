@@ -15,7 +15,7 @@ def add_cli(subparsers) -> None:
 
 def run_cli(args) -> list:
     """Copy the lessons; print how many and where, and how to open them."""
-    from ..course.release import copy_lessons
+    from ..course.release import copy_lessons  # loaded only when this command runs: it reads the course folder, which the other commands never need
 
     written = copy_lessons(args.dest, force=args.force)
     lessons = [p for p in written if p.suffix == ".ipynb"]

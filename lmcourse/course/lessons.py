@@ -278,8 +278,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "store":  # before hours of lessons run: where they would be saved
             check_writable(paths, "saves the lessons with their outputs")
         if args.command == "runs":
-            from ..store import reference_runs as reference
-
             check_writable([reference.folder()], "retrains the committed runs")
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)

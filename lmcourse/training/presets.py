@@ -109,6 +109,8 @@ COURSE = layers(
     cited("not a hyperparameter: the papers' recurrent language model (lmcourse.networks.models.RNNLM)", kind="rnnlm"),
     cited("not a hyperparameter: the course's fast path, torch.nn.LSTM", cell="fast"),
     cited("not a hyperparameter: whole epochs", max_batches=None),
+    cited("no such ingredient in this recipe: the epochs are the paper's, not stopped after a number of decays "
+          "or at a smallest gain", max_decays=None, min_gain=0.0),
     cited("the whole split, as the papers read it", train_tokens=None, valid_tokens=None, test_tokens=None),
     cited("no such ingredient in this recipe", head="softmax", n_experts=1, dropoutl=0.0, last_size=None,
           decay_after=None, stop_nonmono=False, small_batch_size=None, max_seq_len_delta=None, lr_decay=1.0,
