@@ -26,14 +26,14 @@ import base64
 import html
 import io
 import json
-import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import config
+from .. import _ctrl_c_raises, config
 from .. import literature as lit
+from ..checksum import atomic_write
 from ..errors import MissingFileError
 from .lessons import lesson_id, lessons
 from .results import REGIME_HEADING
@@ -269,22 +269,22 @@ def write(out: Path, paths: Sequence[Path] = ()) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     text = page(ladder_numbers(), list(paths) or lessons())
-    target = out / PAGE
-    tmp = target.with_name(f".{PAGE}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+    return atomic_write(out / PAGE, text)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lmcourse.course.results_page", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="book", help="the folder to write (default: book)")
+    _ctrl_c_raises()
     args = parser.parse_args(argv)
     try:
         print(f"open {write(Path(args.out))}")
     except MissingFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("\nerror: interrupted; the page is written whole or not at all.", file=sys.stderr)
+        return 130
     return 0
 
 
