@@ -35,7 +35,7 @@ warm: $(STAMP)
 lessons: $(STAMP)
 	$(BIN)/python -m lmcourse.course.lessons store $(LESSONS)
 
-# The reference runs committed in reference_runs/: every lesson that stores runs retrained at cpu.
+# The reference runs committed in reference_runs/: every lesson that stores runs retrained at cpu (LESSONS="6 9": some).
 runs: $(STAMP)
 	$(BIN)/python -m lmcourse.course.lessons runs $(LESSONS)
 
@@ -43,7 +43,8 @@ runs: $(STAMP)
 book: $(STAMP)
 	$(BIN)/python -m lmcourse.course.book --out book
 
-# The lessons' demo paths as static reveal.js decks in slides/ (offline: reveal.js, MathJax and images included).
+# The lessons' demo paths as static reveal.js decks in slides/ (offline: reveal.js, MathJax and images included);
+# LESSONS="5 9" picks some. tests/bad_inputs/test_course.py parses every form the README and docs/ document.
 # reveal.js comes once from the npm registry, pinned and checked by sha256, into .venv (lmcourse/course/deck.py).
 REVEAL_STAMP := $(VENV)/.installed-reveal
 

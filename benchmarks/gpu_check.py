@@ -345,8 +345,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "the timed trainings, so those share the GPU with them")
     text = table(main + lessons, header)
     print(text)
-    (out / "table.md").write_text(text)
-    (out / "results.json").write_text(json.dumps([asdict(p) for p in main + lessons], indent=1, default=str))
+    sys.path.insert(0, str(REPO))
+    from lmcourse.checksum import atomic_write  # the package's one atomic write: a table is never left half written
+
+    atomic_write(out / "table.md", text)
+    atomic_write(out / "results.json", json.dumps([asdict(p) for p in main + lessons], indent=1, default=str))
     shutil.rmtree(work, ignore_errors=True)
     bad = failed(main + lessons)
     if bad:

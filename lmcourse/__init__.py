@@ -5,13 +5,43 @@ default spinning worker threads slow down many-fold whenever another process (a 
 server, a second test) holds a core; waiting passively avoids that. It only takes effect when
 lmcourse is imported before torch, which is what every notebook does.
 
+Imported on the way to a command (``python -m lmcourse ...``, ``python -m lmcourse.course.lessons ...``), it
+makes a Ctrl-C that comes before the command's ``main()`` runs (while torch is imported, for seconds) end the
+process with one line and status 130 instead of a traceback; ``main()`` then restores the usual
+``KeyboardInterrupt`` (:func:`_ctrl_c_raises`).
+
 It also fixes glibc's mmap threshold (:mod:`lmcourse.memory`), so that training on the CPU does not
 grow the heap by one logits buffer per batch. In a Jupyter kernel (a lesson) it shows warnings as one
 sentence, without the source file Python names before them (:func:`lmcourse.errors.one_line_warning`), so
-that a saved lesson's outputs carry no folder of the machine that ran it.
+that a saved lesson's outputs carry no folder of the machine that ran it, and a setting that cannot be used
+(a :class:`~lmcourse.errors.ConfigError`, raised by the first cell) stops the lesson with its one sentence, not
+a traceback (:func:`lmcourse.errors.show_in_one_line`).
 """
 import os as _os
 import sys as _sys
+
+
+def _interrupted_while_starting(signum, frame):  # Ctrl-C before a command's main() runs: one line, status 130
+    _os.write(2, b"\nerror: interrupted while the command was starting; nothing was written.\n")
+    _os._exit(130)
+
+
+def _ctrl_c_raises() -> None:
+    """Called first by every command's main(): from here on Ctrl-C raises ``KeyboardInterrupt`` again, which the
+    command turns into its own one line and status 130."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+if _sys.argv[:1] == ["-m"]:  # imported by ``python -m lmcourse...`` on its way to a command: torch takes seconds
+    import signal as _signal
+
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _interrupted_while_starting)
 
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -23,8 +53,10 @@ if "ipykernel" in _sys.modules:  # a lesson: its warnings are saved with its out
     import warnings as _warnings
 
     from .errors import one_line_warning as _one_line_warning  # noqa: E402
+    from .errors import show_in_one_line as _show_in_one_line  # noqa: E402
 
     _warnings.showwarning = _one_line_warning
+    _show_in_one_line()
 
 from . import config as _config  # noqa: E402
 from .config import device, seed_everything  # noqa: E402

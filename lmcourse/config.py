@@ -15,14 +15,17 @@ Every notebook's parameter cell reads `SCALE` and `DATASET`:
 - ``LMCOURSE_DEVICE``: ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (an Apple GPU, where torch reports one)
   overrides the device (default: CUDA when present, else the CPU).
 - ``LMCOURSE_DIST_BACKEND``: under ``torchrun``, ``nccl`` or ``gloo`` (default: NCCL with CUDA, else gloo).
+- ``LMCOURSE_RETRAIN``, ``LMCOURSE_STORE_REFERENCE``: switches (:func:`switch`): 1, true, yes or on; 0, false, no,
+  off or unset; any other value is refused, never read as on.
 - ``LMCOURSE_DIST_TIMEOUT``: under ``torchrun``, the seconds a process waits for the others before it
   gives up and names the one that stopped answering (default 300).
 
 A bad setting never stops ``import lmcourse``: an unknown ``LMCOURSE_SCALE`` leaves ``SCALE``
 undefined, and reading it (``config.SCALE``, ``by_scale``, :func:`scale`) raises a
 :class:`~lmcourse.errors.ConfigError` saying which values exist; an ``LMCOURSE_DATASET`` that names
-no corpus does the same for ``DATASET`` (a lesson's first cell, which reads both, stops there). An
-unusable folder is reported the same way when it is first needed. :func:`check_environment` checks everything at once.
+no corpus does the same for ``DATASET`` (a lesson's first cell, which reads both, stops there), and so does
+an ``LMCOURSE_CACHE`` that is a file or cannot be written (every corpus goes through it). Another unusable
+folder is reported the same way when it is first needed. :func:`check_environment` checks everything at once.
 """
 from __future__ import annotations
 
@@ -125,25 +128,9 @@ def dataset() -> str:
     if value not in DATASETS and not all((folder / f"{split}.txt").is_file() for split in ("train", "valid", "test")):
         raise ConfigError(f"LMCOURSE_DATASET={value!r} is not a corpus: set it to one of {', '.join(DATASETS)} or to a "
                           "folder holding train.txt, valid.txt and test.txt, or unset it.")
+    if os.environ.get("LMCOURSE_CACHE"):  # every corpus is generated, downloaded or cached there: say so now
+        cache_dir()
     return value
-
-
-try:
-    SCALE = scale()
-except ConfigError:  # left undefined: __getattr__ below raises the sentence when it is read
-    pass
-try:
-    DATASET = dataset()
-except ConfigError:  # the same
-    pass
-
-
-def __getattr__(name: str):
-    if name == "SCALE":
-        return scale()  # only reached when LMCOURSE_SCALE is unusable: raises ConfigError
-    if name == "DATASET":
-        return dataset()  # the same for LMCOURSE_DATASET
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def device() -> torch.device:
@@ -299,6 +286,42 @@ def data_dir() -> Path:
     return path
 
 
+try:
+    SCALE = scale()
+except ConfigError:  # left undefined: __getattr__ below raises the sentence when it is read
+    pass
+try:
+    DATASET = dataset()  # (reads cache_dir, defined above)
+except ConfigError:  # the same
+    pass
+
+
+def __getattr__(name: str):
+    if name == "SCALE":
+        return scale()  # only reached when LMCOURSE_SCALE is unusable: raises ConfigError
+    if name == "DATASET":
+        return dataset()  # the same for LMCOURSE_DATASET
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+YES, NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")  # the values of a switch, any case
+
+
+def switch(name: str) -> bool:
+    """The on/off setting ``name`` (``LMCOURSE_RETRAIN``, ``LMCOURSE_STORE_REFERENCE``): on for 1, true, yes, on;
+    off for 0, false, no, off or unset; anything else is a :class:`ConfigError`, never read as on."""
+    raw = os.environ.get(name, "").strip()
+    if raw.lower() in YES:
+        return True
+    if raw.lower() in NO:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a switch: set it to 1 (or true, yes, on), 0 (or false, no, off), or "
+                      "unset it.")
+
+
+SWITCHES = ("LMCOURSE_RETRAIN", "LMCOURSE_STORE_REFERENCE")
+
+
 DIST_TIMEOUT_S = 300.0  # default of LMCOURSE_DIST_TIMEOUT
 
 
@@ -339,6 +362,8 @@ def check_environment() -> None:
     dist_timeout()
     dist_backend()
     threshold_setting()
+    for name in SWITCHES:
+        switch(name)
     if os.environ.get("LMCOURSE_CACHE"):
         cache_dir()
     if os.environ.get("LMCOURSE_DATA"):

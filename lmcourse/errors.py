@@ -117,3 +117,23 @@ def one_line_warning(message, category, filename, lineno, file=None, line=None) 
     import sys
 
     print(f"warning: {' '.join(str(message).split())}", file=sys.stderr if file is None else file)
+
+
+def _one_sentence(shell, etype, value, tb, tb_offset=None) -> list:
+    """IPython's handler of a :class:`ConfigError`: the error's name and its sentence, no traceback."""
+    stb = [f"{etype.__name__}: {' '.join(str(value).split())}"]
+    shell._showtraceback(etype, value, stb)  # sent as the cell's error output: the cell still fails
+    return stb
+
+
+def show_in_one_line() -> None:
+    """In a Jupyter kernel, show a :class:`ConfigError` as its one sentence (``ConfigError: LMCOURSE_SCALE='x' is not a
+    scale: ...``) instead of a traceback whose last line is the sentence; the cell still stops with an error, so
+    Run All stops there. ``lmcourse`` calls it when imported in a kernel; elsewhere it does nothing."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "set_custom_exc") and hasattr(shell, "_showtraceback"):
+        shell.set_custom_exc((ConfigError,), _one_sentence)

@@ -1,7 +1,7 @@
 """The vocabulary: a fixed list of token strings and its inverse."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 import torch
 
@@ -10,9 +10,14 @@ UNK = "<unk>"
 
 
 class Vocab:
-    """``itos[i]`` is the string of id ``i``; ``stoi[s]`` is the id of string ``s``."""
+    """``itos[i]`` is the string of id ``i``; ``stoi[s]`` is the id of string ``s``.
 
-    def __init__(self, itos: Sequence[str]):
+    ``source``: the fingerprint of the files the vocabulary and its corpus were read from, set by
+    :func:`lmcourse.corpora.data.load_corpus` (None for a vocabulary made by hand); a stored run's key
+    includes it. Two vocabularies are equal when their tokens are, whatever their sources."""
+
+    def __init__(self, itos: Sequence[str], source: Optional[str] = None):
+        self.source = source
         if isinstance(itos, str):
             raise TypeError("Vocab takes a list of token strings, got one string: split it first, "
                             "e.g. Vocab(text.split()).")

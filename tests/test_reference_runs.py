@@ -319,3 +319,44 @@ def test_every_committed_run_has_a_cost_that_its_history_bears_out():
             stated = reference.CPU_COST[key][1]
             assert measured / 2.5 <= stated <= measured * 2.5, f"{key}: {stated} minutes stated, {measured:.1f} measured"
     assert 1.5 < reference.course_minutes() / 60 < 4
+
+
+# ----------------------------------------------------------------------- re-keying after the fingerprint changed
+
+def _corpus_folder(folder):
+    folder.mkdir(parents=True)
+    for split, text in (("train", "a b c a b\nc a\n"), ("valid", "a c b\n"), ("test", "b a c\n")):
+        (folder / f"{split}.txt").write_text(text)
+    (folder / "vocab.txt").write_text("<eos>\na\nb\nc\n")  # the four tokens of VOCAB's models
+    return folder
+
+
+def test_rekey_corpus_files_runs_of_the_earlier_fingerprint_under_the_new_key(monkeypatch, tmp_path, capsys):
+    """After the fingerprint came to cover every file of the corpus, the committed runs are re-keyed, not retrained;
+    one whose corpus changed since is left and named."""
+    from lmcourse.corpora.data import load_corpus
+
+    _setup(monkeypatch, tmp_path, store=True)
+    same, moved_on = _corpus_folder(tmp_path / "same"), _corpus_folder(tmp_path / "moved-on")
+    calls = []
+    for folder in (same, moved_on):  # stored as the earlier rule keyed them: by the vocabulary alone
+        earlier = Vocab(load_corpus(folder).vocab.itos)
+        stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), earlier, scale="cpu", dataset=str(folder))
+    (moved_on / "vocab.txt").write_text("<eos>\nb\na\nc\n")  # changed after its run was trained
+    before = {r["file"]: r for r in reference.read_manifest()}
+    assert registry.main(["rekey", "--dry-run"]) == 1 and reference.read_manifest() == list(before.values())
+    moved, refused = registry.rekey_corpus()
+    assert len(moved) == 1 and len(refused) == 1 and "was not made from today's 06-demo corpus" in refused[0]
+    rows = {r["dataset"]: r for r in reference.read_manifest()}
+    now = load_corpus(same).vocab
+    assert rows[str(same)]["corpus"] == stored_runs.corpus_fingerprint(now) != before[moved[0][0]]["corpus"]
+    assert rows[str(same)]["sha256"] == before[moved[0][0]]["sha256"]  # the same bytes, under the new key
+    loaded = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), now, scale="cpu", dataset=str(same))
+    assert loaded.loaded and calls == [0, 0]
+    assert registry.rekey_corpus() == ([], refused)  # a second pass changes nothing
+    capsys.readouterr()
+    retrained = stored_runs.train_or_load("06-demo", {"d": 6}, _trainer(calls), load_corpus(moved_on).vocab,
+                                          scale="cpu", dataset=str(moved_on))
+    assert not retrained.loaded and calls == [0, 0, 0]
+    assert "The committed result '06-demo' was made from another version of the corpus moved-on (its files changed " \
+           "since), so it is trained afresh." in capsys.readouterr().out

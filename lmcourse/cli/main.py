@@ -19,16 +19,19 @@ gives 130. Add --debug anywhere to see the traceback as well.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 import traceback
+
+from .. import _ctrl_c_raises
 from ..config import check_environment, dataset
 from ..corpora import data
 from ..corpora.oracle import Oracle
 from ..errors import ConfigError, LMCourseError, one_line_warning as _one_line_warning, sentence
 from ..lm import perplexity
+
+from .output import print_json
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -57,10 +60,13 @@ def _add_data(sub) -> None:
 def _run_data(args) -> dict:
     t0 = time.perf_counter()
     c = data.load_corpus(dataset() if args.data is None else args.data, level=args.level, min_count=args.min_count)
+    note = data.rare_words_note(c, args.min_count)
+    if note:
+        print(note, file=sys.stderr)
     out = {"data": c.name, "level": c.level, "vocab": len(c.vocab), "train": len(c.train),
            "valid": len(c.valid), "test": len(c.test), "unk_mapped": c.unk_mapped,
            "seconds": round(time.perf_counter() - t0, 3)}
-    print(json.dumps(out))
+    print_json(out)
     return out
 
 
@@ -76,7 +82,7 @@ def _run_oracle(args) -> dict:
     oracle = Oracle(c.vocab)
     out = {"model": "oracle", "data": c.name, "valid_ppl": round(perplexity(oracle, c.valid), 3),
            "test_ppl": round(perplexity(oracle, c.test), 3), "seconds": round(time.perf_counter() - t0, 3)}
-    print(json.dumps(out))
+    print_json(out)
     return out
 
 
@@ -116,7 +122,7 @@ def main(argv=None) -> int:
     """Run one command; return the exit status (0 when it worked). Never lets a traceback through."""
     import warnings
 
-
+    _ctrl_c_raises()
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     debug = "--debug" in argv
     shown, warnings.showwarning = warnings.showwarning, (warnings.showwarning if debug else _one_line_warning)
@@ -140,8 +146,14 @@ def _main(argv: list, debug: bool) -> int:
     except KeyboardInterrupt:
         _report("interrupted; files are only ever replaced whole, so nothing half-written was left behind.", debug)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # the output went to a pipe that closed (`| head`): nothing left to say
+    except BrokenPipeError:  # the output went to a pipe that closed (`| head`): say so where it can still be read
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        try:
+            _report("the output pipe closed (as `| head` does once it has read enough lines), so the command stopped "
+                    "there; every file it wrote is whole, and a train run keeps its last finished epoch (continue it "
+                    "with --resume).", debug)
+        except OSError:  # stderr went into the same closed pipe
+            pass
         return EXIT_ERROR
     except (LMCourseError, ValueError, TypeError, KeyError, OSError) as err:
         _report(sentence(err), debug)

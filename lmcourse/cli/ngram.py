@@ -1,13 +1,14 @@
 """The ``ngram`` command: build an n-gram model on train, score valid and test, print a JSON line."""
 from __future__ import annotations
 
-import json
+import sys
 import time
 
 from ..config import dataset
-from ..corpora.data import load_corpus
+from ..corpora.data import load_corpus, rare_words_note
 from ..lm import perplexity
 from ..ngram.model import MODES, SMOOTHINGS, NGramLM, check_settings
+from .output import print_json
 
 
 def add_cli(subparsers) -> None:
@@ -27,6 +28,9 @@ def run_cli(args) -> dict:
     """Build, score, print one human line and then a JSON line; returns the JSON's dict."""
     check_settings(args.order, args.smoothing, args.k, args.mode)  # before the corpus is read
     corpus = load_corpus(dataset() if args.data is None else args.data, min_count=getattr(args, "min_count", 1))
+    note = rare_words_note(corpus, getattr(args, "min_count", 1))
+    if note:
+        print(note, file=sys.stderr)
     t0 = time.perf_counter()
     lm = NGramLM(corpus.vocab, args.order, args.smoothing, args.k, args.mode).fit(corpus.train)
     valid_ppl, test_ppl = perplexity(lm, corpus.valid), perplexity(lm, corpus.test)
@@ -36,5 +40,5 @@ def run_cli(args) -> dict:
               "seconds": round(seconds, 3), "ngrams": lm.num_ngrams}
     print(f"{lm.name} on {corpus.name}: valid ppl {valid_ppl:.2f}, test ppl {test_ppl:.2f} "
           f"(build + score {seconds:.2f} s)")
-    print(json.dumps(result))
+    print_json(result)
     return result

@@ -62,10 +62,12 @@ from ..training import distributed, presets
 from ..training.callbacks import Callback, ProgressBar
 from ..training.checkpoint import load_checkpoint
 from ..training.compat import kind_of
-from ..training.rundir import HISTORY, RUN_FILES, RunDir, atomic_write_bytes, claim_on_every_rank
+from ..training.rundir import (BEST, CURVES, HISTORY, LAST, RUN_FILES, RunDir, atomic_write_bytes,
+                               claim_on_every_rank)
 from ..training.settings import build
 from ..training.trainconfig import History
 from ..training.trainer import Trainer
+from .output import print_json
 from .stop import PromptStop, deferred_interrupt
 
 __all__ = ["add_cli", "run_train", "run_evaluate", "default_out", "read_meta", "META"]
@@ -268,20 +270,45 @@ class Aside:
     def __init__(self, out: Path):
         self.out, self.folder = Path(out), Path(out) / ASIDE
 
+    def _refuse_links(self) -> None:
+        """A link where the folder or its markers are expected is refused, never followed."""
+        for path in (self.folder, self.folder / self.MOVING, self.folder / self.RESTORING):
+            if path.is_symlink():
+                raise LMCourseError(f"{path} is a symbolic link, and a run folder's {path.name} is its own, never "
+                                    "followed: nothing was moved; remove the link, then run the command again.")
+
+    def _mark(self, name: str) -> None:
+        os.close(os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644))
+
     def move(self) -> list:
+        self._refuse_links()
         present = RunDir(self.out).run_files(NAMES)
         if present:
             with deferred_interrupt():
                 self.folder.mkdir(exist_ok=True)
-                (self.folder / self.MOVING).touch()
+                self._mark(self.MOVING)
                 for name in present:
                     os.replace(self.out / name, self.folder / name)
                 (self.folder / self.MOVING).unlink()
         return present
 
+    def _epoch_files(self) -> list:
+        """The files of the new run in ``out`` that show it finished an epoch (its best weights, its curves,
+        a history with rows), whether or not it saved a ``last.pt`` to resume from."""
+        found = [name for name in (BEST, CURVES) if (self.out / name).exists()]
+        try:
+            rows = json.loads((self.out / HISTORY).read_text()).get("rows")
+        except (OSError, ValueError, AttributeError):
+            rows = None
+        return found + ([HISTORY] if rows else [])
+
     def settle(self, started: bool = True) -> bool:
         """``started``: this process began the new run; False when the lock is taken, to finish what a
-        killed process left (only when it left ``.overwritten/``). True when the new run was kept."""
+        killed process left (only when it left ``.overwritten/``). True when the new run was kept.
+
+        A killed process's new run that finished an epoch but has no ``last.pt`` (deleted since) is not
+        deleted to put the earlier run back: that is refused, naming both, and nothing changes."""
+        self._refuse_links()
         if not started and not self.folder.is_dir():
             return False
         with deferred_interrupt():
@@ -291,10 +318,17 @@ class Aside:
                 shutil.rmtree(self.folder, ignore_errors=True)
                 return True
             else:
+                newer = [] if started else self._epoch_files()
+                if newer:
+                    raise LMCourseError(
+                        f"{self.out} holds a newer run that finished an epoch ({', '.join(newer)}) but has no "
+                        f"{LAST} to resume from, beside the earlier run an --overwrite set aside in {self.folder} "
+                        f"before it was stopped; nothing was deleted: keep the newer run by deleting {self.folder}, "
+                        f"or the earlier one by deleting the newer run's files and moving {self.folder}'s back.")
                 for name in RunDir(self.out).run_files(NAMES):  # the new run's, none of which is worth keeping
                     (self.out / name).unlink()
                 if self.folder.is_dir():
-                    (self.folder / self.RESTORING).touch()
+                    self._mark(self.RESTORING)
                     self._put_back()
         return False
 
@@ -317,7 +351,11 @@ def _check_resume(out: Path, meta_now: dict, resume: bool) -> Optional[dict]:
         return None
     saved = read_meta(out)
     if saved is None or not run.has_run():
-        raise LMCourseError(f"There is no run to resume in {out}: train once without --resume, or check --out.")
+        found = run.run_files(NAMES)
+        what = (f"it holds {', '.join(found)} but no {LAST if saved is not None else META}, so nothing can be resumed"
+                if found else "it holds no run")
+        raise LMCourseError(f"There is no run to resume in {out} ({what}): train once without --resume, start over "
+                            "with --overwrite, or check --out.")
     for key in ("preset", "data", "scale"):
         if saved[key] != meta_now[key]:
             raise LMCourseError(f"The run in {out} was trained with {key} {saved[key]!r}, not {meta_now[key]!r}: "
@@ -428,6 +466,12 @@ def _train(args, meta: dict, preset, t0: float) -> Optional[dict]:
         return None
     if history.stop_reason == "interrupted" or not (kept and (out / "best.pt").is_file()):
         _raise_if_stopped(history.stop_reason, out, kept)  # no score for weights that were not saved
+        if kept and not (out / "best.pt").is_file():
+            start = (history.start or {}).get("valid_ppl")
+            was = f" (valid ppl {start:.2f})" if isinstance(start, (int, float)) else ""
+            print(f"note: no epoch of the run in {out} did better on the validation text than the weights it started "
+                  f"from{was}, so no best.pt was saved and the scores below are those of the starting weights: raise "
+                  "the rate or train longer (--set lr=... --set epochs=...).", file=sys.stderr, flush=True)
     if finished:
         model, _ = load_checkpoint(out / "best.pt", vocab=corpus.vocab)
     result = {"preset": meta["preset"], **({} if preset.cited else {"kind": preset.kind}), "scale": meta["scale"], "data": corpus.name, "out": str(out),
@@ -436,7 +480,7 @@ def _train(args, meta: dict, preset, t0: float) -> Optional[dict]:
               "valid_ppl": _ppl(model, valid), "test_ppl": _ppl(model, test),
               "seconds_per_epoch": round(sum(log.seconds) / len(log.seconds), 3) if log.seconds else None,
               "world_size": config_world(out), "device": str(device()), "seconds": round(time.perf_counter() - t0, 3)}
-    print(json.dumps(result))
+    print_json(result)
     _raise_if_stopped(history.stop_reason, out)
     return result
 
@@ -562,5 +606,5 @@ def run_evaluate(args) -> dict:
     label = " + ".join([model.name] + wrappers)
     print(f"{label} on {corpus.name}: valid ppl {result['valid_ppl']:.2f}, test ppl {result['test_ppl']:.2f} "
           f"(alone {result['base_valid_ppl']:.2f} / {result['base_test_ppl']:.2f})")
-    print(json.dumps(result))
+    print_json(result)
     return result

@@ -7,7 +7,7 @@ byte (:func:`signal.set_wakeup_fd`) also reaches a watcher thread at once. The m
 its usual path (the trainer catches the interrupt, keeps its last finished epoch and says so); if
 it has not finished ``grace_s`` seconds after the signal, the watcher prints one line and ends the
 process with status 130. Nothing is lost that way: every file is written to a temporary name and
-renamed whole (see :func:`lmcourse.training.checkpoint.atomic_write`), the folder's lock is an OS
+renamed whole (see :func:`lmcourse.checksum.atomic_write`), the folder's lock is an OS
 lock that ends with the process, and what was not saved is only the unfinished epoch, which
 ``--resume`` runs again. A second Ctrl-C is never needed.
 """

@@ -3,12 +3,14 @@ else trained by the one function that trains it (:func:`lmcourse.course.runs.wor
 line JSON."""
 from __future__ import annotations
 
-import json
 import time
 from ..config import SCALES, dataset, scale
 from ..corpora.data import load_corpus
+from ..errors import LMCourseError
 from ..course.runs import word_lstm
 from ..lm import perplexity
+
+from .output import print_json
 
 
 def add_cli(subparsers) -> None:
@@ -26,6 +28,12 @@ def run_cli(args) -> dict:
     data, at = dataset() if args.data is None else args.data, args.scale or scale()
     corpus = load_corpus(data)
     run = word_lstm.train(corpus, at, data, retrain=True if args.retrain else None, progress=False)
+    if not run.loaded and (run.stop_reason in ("nan", "diverged") or not run.history):
+        why = f"diverged (stop reason {run.stop_reason!r})" if run.stop_reason in ("nan", "diverged") else \
+            f"ended ({run.stop_reason or 'no reason given'})"
+        raise LMCourseError(f"The word LSTM's training {why} after {len(run.history)} finished epochs, so it has no "
+                            f"trained weights to score and none were stored as finished: check the corpus {data} "
+                            "(a word LSTM needs more than a few lines of text), then run the command again.")
     valid_ppl, test_ppl = perplexity(run.model, corpus.valid), perplexity(run.model, corpus.test)
     name, _ = word_lstm.word_lstm(at)
     result = {"model": name, "data": corpus.name, "scale": at, "loaded": run.loaded, "epochs": len(run.history),
@@ -33,5 +41,5 @@ def run_cli(args) -> dict:
               "seconds": round(time.perf_counter() - t0, 3)}
     print(f"{name} ({'loaded' if run.loaded else 'trained'}) on {corpus.name}: valid ppl {valid_ppl:.2f}, "
           f"test ppl {test_ppl:.2f}")
-    print(json.dumps(result))
+    print_json(result)
     return result

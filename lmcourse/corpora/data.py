@@ -34,7 +34,7 @@ import errno
 import hashlib
 import json
 import os
-import tempfile
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -45,8 +45,8 @@ import numpy as np
 import torch
 
 from .. import config
-from ..checksum import seal, verify
-from ..errors import CorpusError, check_int, check_number
+from ..checksum import atomic_write, seal, verify
+from ..errors import ConfigError, CorpusError, check_int, check_number
 from ..vocab import EOS, UNK, Vocab
 from . import download, embedded
 
@@ -57,6 +57,9 @@ ONE_FILE_CUTS = (0.90, 0.95)  # train / valid / test = 90% / 5% / 5% of the char
 CACHE_MIN_BYTES = 1 << 20  # smaller corpora encode in a few ms: no token cache
 CACHE_FORMAT = 3  # bump when the encoding or the cache file changes, so that older caches are not read
 UNSEEN_CHAR = "\ufffd"  # the replacement character: a character of valid or test unseen in train
+DIGESTS = "file-digests.json"  # in the cache folder: each large corpus file's sha256 under its identity (file_digests)
+DIGESTS_KEPT = 256  # the digests of the files hashed last are kept
+DIGEST_MIN_BYTES = 1 << 20  # a smaller file is hashed in microseconds: its digest is not remembered
 
 
 @dataclass
@@ -141,14 +144,28 @@ def _a_loop_or_a_dangling_link(path: Path) -> Optional[CorpusError]:
     return None
 
 
+def _special(path: Path) -> Optional[str]:
+    """What ``path`` is when it exists but is neither a folder nor a regular file (a FIFO, a device, a socket)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), None)
+
+
 def _refuse_unreadable(path: Path, fix: str) -> None:
-    """Refuse ``path`` in one sentence when it is a loop of links, a dangling link or a folder; ``fix`` says
-    what to do instead."""
+    """Refuse ``path`` in one sentence when it is a loop of links, a dangling link, a folder, or a FIFO, a
+    device or a socket (reading one would wait forever or never end); ``fix`` says what to do instead."""
     broken = _a_loop_or_a_dangling_link(path)
     if broken is not None:
         raise broken
     if path.is_dir():
         raise CorpusError(f"{path} is a folder, not a text file: {fix}")
+    special = _special(path)
+    if special:
+        raise CorpusError(f"{path} is {special}, not a text file: {fix}")
 
 
 def _split_files(folder: Path) -> list[Path]:
@@ -228,16 +245,80 @@ def _texts(files: list[Path]) -> list[str]:
 # The token cache: encoding WikiText-2 takes about a second, reading its ids back a few ms.
 
 
+def file_digests(paths: list[Path], remember: bool = True) -> dict:
+    """``{path: (size, sha256 of its bytes)}`` for each file, hashed only when the file is new or changed.
+
+    The digests of files of 1 MB or more are remembered in the cache folder (:data:`DIGESTS`), each under the
+    file's identity: its path, size, modification and change times (ns), inode and device. Any write to a file
+    changes its change time, which no program can set back (``touch -r`` restores only the modification time),
+    so an edit is always hashed again, and an unchanged corpus costs a ``stat`` per file. A smaller file is
+    hashed every time (microseconds), as is every file without ``remember`` or where the cache folder cannot be
+    used (about 8 ms for WikiText-2's 13 MB).
+    """
+    paths = [Path(p) for p in paths]
+    infos = {path: path.stat() for path in paths}  # taken before hashing: a write while a file is read changes it
+    store, known = None, {}
+    if remember and any(info.st_size >= DIGEST_MIN_BYTES for info in infos.values()):
+        try:
+            store = config.cache_dir() / DIGESTS
+            known = json.loads(store.read_text(encoding="utf-8"))
+        except ConfigError:  # no cache folder: every file is hashed
+            store = None
+        except (OSError, ValueError):  # none yet, or a damaged one: written afresh
+            known = {}
+    known = known if isinstance(known, dict) else {}
+    out, changed = {}, False
+    for path, info in infos.items():
+        identity = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+        name = str(path.resolve())
+        entry = known.get(name) if info.st_size >= DIGEST_MIN_BYTES else None
+        if isinstance(entry, dict) and entry.get("id") == identity and isinstance(entry.get("sha256"), str):
+            sha = entry["sha256"]
+        else:
+            sha = download.sha256_of(path)
+            if store is not None and info.st_size >= DIGEST_MIN_BYTES:
+                known.pop(name, None)
+                known[name] = {"id": identity, "sha256": sha}
+                changed = True
+        out[path] = (info.st_size, sha)
+    if changed and store is not None:
+        kept = dict(list(known.items())[-DIGESTS_KEPT:])  # the files hashed last
+        try:
+            atomic_write(store, json.dumps(kept, indent=0), durable=False)  # a cache: rebuilt if ever lost
+        except OSError:
+            pass
+    return out
+
+
+def source_fingerprint(files: list[Path], vocab_file: Optional[Path], level: str, min_count: int,
+                       remember: bool = True) -> str:
+    """The fingerprint of everything a corpus's streams are computed from: the size and sha256 of every file read
+    (all three splits, or Tiny Shakespeare's one file with its cuts; the ``vocab.txt`` used as the vocabulary; for
+    a generated embedded corpus, its ``params.json``: the generator's parameters and format version), the level and
+    ``min_count``. Files are named by their names alone, so the fingerprint is the same on every machine. It is
+    part of a stored run's key (:func:`lmcourse.store.stored_runs.corpus_fingerprint`), so a run made on an
+    earlier version of any of these files is never loaded as this one's. ``remember``: see :func:`file_digests`."""
+    read = list(files) + ([vocab_file] if vocab_file is not None and level == "word" else [])
+    folder = Path(files[0]).parent
+    if len(files) == len(SPLITS) and (folder / "checksums.json").is_file() and (folder / "params.json").is_file():
+        read.append(folder / "params.json")  # the embedded corpus: what it was generated from
+    digests = file_digests(read, remember)
+    parts = {"level": level, "min_count": min_count, "files": {Path(p).name: list(digests[Path(p)]) for p in read}}
+    if len(files) == 1:
+        parts["cuts"] = list(ONE_FILE_CUTS)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _cache_key(level: str, files: list[Path], min_count: int) -> Optional[str]:
     """The sha256 of what the ids are made from: the files' bytes, the level and ``min_count``;
     None for small corpora (not cached).
 
-    The key is the files' content, not their size and modification time, so an edit restored with
-    ``touch -r`` is still seen; hashing WikiText-2 takes about 8 ms.
+    The key is the files' content (:func:`file_digests`), not their size and modification time, so an edit
+    restored with ``touch -r`` is still seen.
     """
     if sum(f.stat().st_size for f in files) < CACHE_MIN_BYTES:
         return None
-    hashes = [download.sha256_of(f) for f in files]
+    hashes = [sha for _, sha in file_digests(files).values()]  # only called with the cache on
     return hashlib.sha256(json.dumps([CACHE_FORMAT, level, min_count, hashes]).encode()).hexdigest()
 
 
@@ -267,14 +348,8 @@ def _save_cached(path: Path, key: str, streams: list[torch.Tensor], vocab: Vocab
     the same corpus; skip silently where nothing can be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-        os.close(fd)
-        try:
-            payload = {"source": key, "itos": vocab.itos, "unk_mapped": mapped, **dict(zip(SPLITS, streams))}
-            torch.save(seal(payload), tmp)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        payload = seal({"source": key, "itos": vocab.itos, "unk_mapped": mapped, **dict(zip(SPLITS, streams))})
+        atomic_write(path, lambda f: torch.save(payload, f), durable=False)  # a cache: rebuilt if ever lost
         for old in path.parent.glob(path.name.rsplit("-", 1)[0] + "-*.pt"):
             if old != path:
                 old.unlink(missing_ok=True)
@@ -385,7 +460,7 @@ def load_corpus(name=None, level: str = "word", data_dir=None, cache: bool = Tru
     and test unseen in train, are read as ``<unk>`` and counted in ``Corpus.unk_mapped`` (see the
     module docstring). With ``cache``, the ids of a corpus of 1 MB or more are kept under the cache
     folder, keyed by the sha256 of the files, and read back (``weights_only``) while the bytes are
-    unchanged.
+    unchanged. The vocabulary's ``source`` is :func:`source_fingerprint` of the files read.
     """
     if level not in LEVELS:
         raise ValueError(f"level={level!r} is not a level: use 'word' or 'char'.")
@@ -403,7 +478,22 @@ def load_corpus(name=None, level: str = "word", data_dir=None, cache: bool = Tru
         if path is not None:
             _save_cached(path, key, *cached)
     streams, vocab, mapped = cached
+    vocab.source = source_fingerprint(files, vocab_file, level, min_count, remember=cache)  # part of a run's key
     return Corpus(label, level, *streams, vocab, mapped)
+
+
+def rare_words_note(corpus: Corpus, min_count: int) -> Optional[str]:
+    """The sentence saying how much of the text ``min_count`` read as ``<unk>`` (None at 1): a perplexity over a
+    vocabulary cut that far is not comparable with the full one's, and near 1 when almost every token is ``<unk>``."""
+    if min_count <= 1 or corpus.level != "word":
+        return None
+    share = {s: corpus.unk_mapped.get(s, 0) / max(1, len(getattr(corpus, s))) for s in SPLITS}
+    note = (f"note: --min-count {min_count} read {share['train']:.1%} of the training tokens and {share['valid']:.1%} "
+            f"of the validation tokens as {UNK}, leaving a vocabulary of {len(corpus.vocab):,} words")
+    if share["train"] >= 0.5:
+        return note + (f"; the perplexities below mostly measure how well {UNK} is predicted, not the text, so lower "
+                       "--min-count.")
+    return note + "; its perplexities are not comparable with the full vocabulary's."
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import json
 import re
 from pathlib import Path
 
+from ..checksum import atomic_write
 from .topics import GENERAL, KEYS, TOPICS, VALUES
 
 HERE = Path(__file__).parent
@@ -157,10 +158,8 @@ def main() -> None:
               "singular, past), log frequency.\n# Derived by lmcourse/corpora/derive_words.py from LemmInflect 0.2.3 "
               "(MIT licence; inflections from the NIH SPECIALIST Lexicon)\n# and spaCy's lexeme_prob table in "
               "spacy-lookups-data 1.0.5 (MIT licence). The first rows are the core words of topics.py.\n")
-    with open(HERE / "english.tsv", "w") as f:
-        f.write(header)
-        for c, w, fs, p in rows:
-            f.write(f"{c}\t{w}\t{','.join(fs)}\t{p:.2f}\n")
+    lines = "".join(f"{c}\t{w}\t{','.join(fs)}\t{p:.2f}\n" for c, w, fs, p in rows)
+    atomic_write(HERE / "english.tsv", header + lines)
 
     english = set(classes)
     with gzip.open(table, "rt") as f:
@@ -181,14 +180,12 @@ def main() -> None:
 
     last = read("dist.all.last")[:N_SURNAMES]
     first = read("dist.male.first", "dist.female.first")[:N_FIRST]
-    with open(HERE / "names.tsv", "w") as f:
-        f.write("# Names of the embedded corpus: kind (last or first name), name, percent of the population.\n"
-                "# From the US Census Bureau's 1990 name lists (public domain), as shipped in the names package "
-                "0.3.0 (MIT licence);\n# derived by lmcourse/corpora/derive_words.py, leaving out names that are "
-                "also English words.\n")
-        for kind, ns in (("last", last), ("first", first)):
-            for n, p in ns:
-                f.write(f"{kind}\t{n}\t{p:.3f}\n")
+    header = ("# Names of the embedded corpus: kind (last or first name), name, percent of the population.\n"
+              "# From the US Census Bureau's 1990 name lists (public domain), as shipped in the names package "
+              "0.3.0 (MIT licence);\n# derived by lmcourse/corpora/derive_words.py, leaving out names that are "
+              "also English words.\n")
+    lines = "".join(f"{kind}\t{n}\t{p:.3f}\n" for kind, ns in (("last", last), ("first", first)) for n, p in ns)
+    atomic_write(HERE / "names.tsv", header + lines)
     print(f"english.tsv: {len(rows)} lemmas {count}; names.tsv: {len(last)} surnames, {len(first)} first names")
 
 

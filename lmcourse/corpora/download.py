@@ -1,7 +1,8 @@
 """Fetching the real corpora: mirrors tried in order, sha256-pinned, written atomically.
 
 A file is accepted only when ``sha256(bytes) == expected``. It is streamed into a temporary file
-beside its destination and renamed into place (``os.replace``) only after the hash matched, so a
+beside its destination and renamed into place only after the hash matched (the package's one
+:func:`lmcourse.checksum.atomic_write`), so a
 failed, truncated or corrupted transfer never leaves a file behind. A mirror is either a URL of the
 file itself or ``(archive URL, member)``: a zip or tar archive whose member of that base name is
 extracted and then verified. A folder that already holds the files needs no network.
@@ -28,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, Tuple, Union
 
-from ..progress import tqdm
-
+from ..checksum import atomic_write
 from ..errors import LMCourseError
+from ..progress import tqdm
 
 Mirror = Union[str, Tuple[str, str]]  # a file URL, or (archive URL, member base name)
 
@@ -117,11 +118,22 @@ def _temp_beside(dest: Path) -> Path:
     return Path(name)
 
 
-def _stream(url: str, out: Path, progress: bool) -> None:
-    """Write the body of ``url`` to ``out``; fail on HTTP errors, timeouts and short bodies."""
+class _Hashing:
+    """A binary file that keeps the sha256 of what is written to it."""
+
+    def __init__(self, f):
+        self.f, self.hash = f, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        return self.f.write(data)
+
+
+def _stream(url: str, f, progress: bool) -> None:
+    """Write the body of ``url`` to the open binary file ``f``; fail on HTTP errors, timeouts and short bodies."""
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response, open(out, "wb") as f:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             got = 0
@@ -145,21 +157,21 @@ def _stream(url: str, out: Path, progress: bool) -> None:
         raise _Failure(f"the transfer was cut short: {got} of {total} bytes arrived")
 
 
-def _extract(archive: Path, member: str, out: Path) -> None:
-    """Copy the archive entry whose base name is ``member`` into ``out``."""
+def _extract(archive: Path, member: str, dst) -> None:
+    """Copy the archive entry whose base name is ``member`` into the open binary file ``dst``."""
     try:
         if zipfile.is_zipfile(archive):
             with zipfile.ZipFile(archive) as z:
                 names = [n for n in z.namelist() if n.rsplit("/", 1)[-1] == member]
                 if names:
-                    with z.open(names[0]) as src, open(out, "wb") as dst:
+                    with z.open(names[0]) as src:
                         shutil.copyfileobj(src, dst, CHUNK)
                     return
         elif tarfile.is_tarfile(archive):
             with tarfile.open(archive) as t:
                 infos = [i for i in t.getmembers() if i.isfile() and i.name.rsplit("/", 1)[-1] == member]
                 if infos:
-                    with t.extractfile(infos[0]) as src, open(out, "wb") as dst:
+                    with t.extractfile(infos[0]) as src:
                         shutil.copyfileobj(src, dst, CHUNK)
                     return
         else:
@@ -184,9 +196,10 @@ class _Session:
 
     def _archive(self, url: str) -> Path:
         if url not in self.archives:
-            path = _temp_beside(self.folder / "archive")
+            path = _temp_beside(self.folder / "archive")  # scratch, removed when the session closes
             try:
-                _stream(url, path, self.progress)
+                with open(path, "wb") as f:
+                    _stream(url, f, self.progress)
                 self.archives[url] = path
             except _Failure as failure:
                 self.archives[url] = failure
@@ -199,18 +212,17 @@ class _Session:
         return kept
 
     def _try(self, mirror: Mirror, dest: Path, sha256: str) -> None:
-        tmp = _temp_beside(dest)
-        try:
+        def write(f) -> None:  # into the package's one atomic write: renamed into place only if the hash matched
+            out = _Hashing(f)
             if isinstance(mirror, str):
-                _stream(mirror, tmp, self.progress)
+                _stream(mirror, out, self.progress)
             else:
-                _extract(self._archive(mirror[0]), mirror[1], tmp)
-            got = sha256_of(tmp)
+                _extract(self._archive(mirror[0]), mirror[1], out)
+            got = out.hash.hexdigest()
             if got != sha256:
                 raise _Failure(f"checksum mismatch for {dest.name}: expected sha256 {sha256}, got {got}")
-            os.replace(tmp, dest)
-        finally:
-            tmp.unlink(missing_ok=True)
+
+        atomic_write(dest, write)
 
     def fetch(self, mirrors: Sequence[Mirror], dest: Path, sha256: str) -> Path:
         failures = []

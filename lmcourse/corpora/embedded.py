@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..checksum import atomic_write, new_folder_mode
 from ..errors import NoSpaceError, WriteError
 from .grammar import (
     CAT,
@@ -224,13 +225,15 @@ def write_corpus(folder: Path, params: Params = Params()) -> Path:
 
 
 def _write_files(folder: Path, files: dict) -> None:
-    """Write ``files`` (name -> bytes) and their checksums into a temporary folder, then swap it in."""
+    """Write ``files`` (name -> bytes) and their checksums into a temporary folder, then swap it in (the folder
+    made with the user's umask, each file through the package's one atomic write)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".tmp"))
     try:
+        os.chmod(tmp, new_folder_mode())  # mkdtemp's 0700 would hide the corpus from the user's group
         for name, data in files.items():
-            (tmp / name).write_bytes(data)
-        (tmp / CHECKSUMS).write_text(json.dumps(_checksums(tmp), indent=1))
+            atomic_write(tmp / name, data, durable=False)  # a cache: generated again if ever lost
+        atomic_write(tmp / CHECKSUMS, json.dumps(_checksums(tmp), indent=1), durable=False)
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
@@ -241,10 +244,11 @@ def _write_files(folder: Path, files: dict) -> None:
 def _write_failed(folder: Path, err: OSError, needed: int) -> Exception:
     """One sentence for a write of the corpus that failed: where, and how much it needed on a full disk."""
     mb = needed / 1e6
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+    if isinstance(err, NoSpaceError) or err.errno in (errno.ENOSPC, errno.EDQUOT):
         return NoSpaceError(f"No space left on the disk of {folder.parent} to write the embedded corpus (needed "
                             f"about {mb:.0f} MB): free some space, or set LMCOURSE_CACHE to a folder on another disk.")
-    return WriteError(f"The embedded corpus cannot be written to {folder} ({err.strerror or err}): set "
+    why = getattr(err, "reason", None) or err.strerror or type(err).__name__
+    return WriteError(f"The embedded corpus cannot be written to {folder} ({why}): set "
                       "LMCOURSE_CACHE to a folder you may write to.")
 
 

@@ -15,7 +15,10 @@ fetched from the network when a page is read:
   without a kernel can use anyway;
 - links between lessons point at the other pages;
 - a cell whose input is hidden (:mod:`lmcourse.course.rendered`: a take-away built from the lesson's
-  numbers) shows its output only.
+  numbers) shows its output only;
+- the HTML of markdown cells and outputs is sanitised (:func:`safe_html`): a ``<script>`` an output printed,
+  an event handler, or an ``<iframe>`` of another site in a markdown cell is shown as text, never run or
+  loaded (the index page escapes everything it takes from the lessons).
 
 The pages show the outputs the notebooks were saved with: run ``make lessons`` first to refresh them.
 A lesson saved with an error in one of its cells is refused (naming the lesson and the cell), as is a
@@ -33,13 +36,23 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .. import _ctrl_c_raises
+from ..checksum import atomic_write
 from ..errors import LMCourseError, WriteError, sentence
-from ..training.checkpoint import atomic_write
 from .lessons import NOTEBOOKS, NotebookError, lessons, read_notebook
 from .outputs import STAMP
 from .rendered import drop_hidden_inputs
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# What a page keeps of the HTML in markdown cells and in outputs: text markup, tables, pictures and links. Anything
+# that runs code or pulls in another page (script, iframe, object, embed, form, base, meta, link, ...) is escaped,
+# so it shows as text; so are event-handler attributes (on...) and links other than http(s), mailto, data and
+# relative ones.
+SAFE_TAGS = frozenset("""a abbr acronym address article aside b bdi bdo big blockquote br caption center cite code col
+colgroup dd del details dfn div dl dt em figcaption figure font footer h1 h2 h3 h4 h5 h6 header hr i img ins kbd li
+mark nav ol p pre progress q rp rt ruby s samp section small span strike strong style sub summary sup table tbody td
+tfoot th thead time tr tt u ul var wbr""".split())
+SAFE_PROTOCOLS = frozenset({"http", "https", "mailto", "data"})
 MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
 # JupyterLab's page less the scripts it would fetch from a CDN.
 TEMPLATE = """{%- extends 'index.html.j2' -%}
@@ -56,6 +69,44 @@ def mathjax_source() -> Optional[Path]:
         return None
     folder = Path(jupyter_server_mathjax.__file__).parent / "static"
     return folder if (folder / "MathJax.js").is_file() else None
+
+
+def _safe_attribute(tag: str, name: str, value: str) -> bool:
+    return not name.lower().startswith("on") and name.lower() not in ("srcdoc", "formaction")
+
+
+class _SafeStyles:
+    """The CSS of a ``style`` attribute less any declaration that could load or run something (``url(...)``,
+    ``expression(...)``, ``javascript:``, an escape, an at-rule); layout and colours stay as the lesson drew them."""
+
+    RISKY = re.compile(r"url\s*\(|expression\s*\(|javascript:|\\|@|<", re.IGNORECASE)
+
+    def sanitize_css(self, style: str) -> str:
+        kept = [d.strip() for d in style.split(";") if d.strip() and ":" in d and not self.RISKY.search(d)]
+        return "; ".join(kept)
+
+
+def safe_html(text) -> str:
+    """``text`` (HTML from a markdown cell or an output) with everything that could run code or load another page
+    escaped (see :data:`SAFE_TAGS`): a ``<script>`` an output printed, or an ``<iframe>`` of another site in a
+    markdown cell, shows as its text and does nothing. The pages' own scripts (MathJax, reveal.js) are not
+    passed through it. Used by :func:`exporter` in place of nbconvert's ``clean_html``, which would also drop
+    headings, paragraphs and pictures."""
+    import bleach
+
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    return bleach.clean(text, tags=SAFE_TAGS, attributes=_safe_attribute, protocols=SAFE_PROTOCOLS,
+                        strip=False, strip_comments=True, css_sanitizer=_SafeStyles())
+
+
+def exporter(kind: str = "html", **options):
+    """nbconvert's HTML (``"html"``) or slides (``"slides"``) exporter for the course's pages, with the HTML of
+    markdown cells and outputs passed through :func:`safe_html`."""
+    from nbconvert import HTMLExporter, SlidesExporter
+
+    made = (SlidesExporter if kind == "slides" else HTMLExporter)(sanitize_html=True, **options)
+    made.register_filter("clean_html", safe_html)
+    return made
 
 
 def static_copy(nb) -> int:
@@ -132,7 +183,6 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: 
     :class:`~lmcourse.course.lessons.NotebookError` and nothing is written. With ``results`` it also writes the
     results page (:mod:`lmcourse.course.results_page`), linked from the index."""
     import jinja2
-    from nbconvert import HTMLExporter
 
     paths = list(paths) or lessons()
     notebooks = [read_notebook(Path(p)) for p in paths]
@@ -145,15 +195,15 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: 
     source = mathjax_source() if mathjax else None
     if source is not None:
         shutil.copytree(source, out / "mathjax", dirs_exist_ok=True)
-    exporter = HTMLExporter(template_name="lab", template_file="book.html.j2", embed_images=True,
-                            extra_loaders=[jinja2.DictLoader({"book.html.j2": TEMPLATE})],
-                            mathjax_url=f"mathjax/MathJax.js?config={MATHJAX_CONFIG}")
+    converter = exporter("html", template_name="lab", template_file="book.html.j2", embed_images=True,
+                         extra_loaders=[jinja2.DictLoader({"book.html.j2": TEMPLATE})],
+                         mathjax_url=f"mathjax/MathJax.js?config={MATHJAX_CONFIG}")
     pages = []
     for path, nb in zip(paths, notebooks):
         widgets = static_copy(nb)
         drop_hidden_inputs(nb)
-        body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem,
-                                                                          "path": str(Path(path).parent)}})
+        body, _ = converter.from_notebook_node(nb, resources={"metadata": {"name": path.stem,
+                                                                           "path": str(Path(path).parent)}})
         page = out / f"{path.stem}.html"
         _write(page, _link_pages(body))
         stamp = nb.metadata.get(STAMP) or {}
@@ -207,12 +257,18 @@ repository and run <code>make lab</code>; the sliders and boxes shown here as pi
 """
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The command line (``make book``), options before or after the lessons."""
     parser = argparse.ArgumentParser(prog="python -m lmcourse.course.book",
                                      description="Build the course's static site from the lessons' stored outputs.")
     parser.add_argument("--out", default="book", help="the folder to write (default: book)")
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
-    args = parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    _ctrl_c_raises()
+    args = parse_args(argv)
     try:
         paths = lessons(args.lessons)
     except (ValueError, FileNotFoundError) as err:

@@ -3,7 +3,7 @@
 ::
 
     python -m lmcourse.course.deck fetch                 # once, at install time (make slides does it)
-    python -m lmcourse.course.deck build [--out slides]  # make slides
+    python -m lmcourse.course.deck build [--out slides] [LESSON ...]  # make slides, LESSONS="5 9" make slides
 
 ``build`` writes one ``<lesson>.slides.html`` per lesson with nbconvert's slides exporter: the cells of the
 lesson's demo path (their ``slideshow`` stamps, see :mod:`lmcourse.course.slides`), with the outputs the
@@ -16,7 +16,8 @@ when a deck is read:
   ``$LMCOURSE_REVEAL``) and copied next to the decks; nbconvert's own template would load it, jQuery
   and require.js from a CDN, so the decks use the template below instead;
 - MathJax is copied from ``jupyter-server-mathjax``, as :mod:`lmcourse.course.book` does;
-- a widget shows the picture of its first state that its output carries.
+- a widget shows the picture of its first state that its output carries;
+- the HTML of markdown cells and outputs is sanitised as the book's is (:func:`lmcourse.course.book.safe_html`).
 """
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ import urllib.request
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .book import MATHJAX_CONFIG, mathjax_source, static_copy, title_of
+from .. import _ctrl_c_raises
+from ..checksum import atomic_write
+from .book import MATHJAX_CONFIG, exporter, mathjax_source, static_copy, title_of
 from .lessons import lessons
 from .rendered import drop_hidden_inputs
 
@@ -88,7 +91,7 @@ def unpack_reveal(tarball: bytes, home: Path) -> Path:
             if member.isfile() and name.startswith(REVEAL_FILES) and ".." not in Path(name).parts:
                 target = Path(tmp) / "reveal" / name
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(tar.extractfile(member).read())
+                atomic_write(target, tar.extractfile(member).read())
         if home.exists():
             shutil.rmtree(home)
         os.replace(Path(tmp) / "reveal", home)
@@ -111,11 +114,11 @@ def fetch_reveal(home: Optional[Path] = None) -> Path:
 
 def _exporter():
     import jinja2
-    from nbconvert import SlidesExporter
 
-    return SlidesExporter(template_file="deck.html.j2", extra_loaders=[jinja2.DictLoader({"deck.html.j2": TEMPLATE})],
-                          reveal_url_prefix=REVEAL_DIR, reveal_theme="white", reveal_transition="none",
-                          mathjax_url=f"mathjax/MathJax.js?config={MATHJAX_CONFIG}")
+    return exporter("slides", template_file="deck.html.j2",
+                    extra_loaders=[jinja2.DictLoader({"deck.html.j2": TEMPLATE})], reveal_url_prefix=REVEAL_DIR,
+                    reveal_theme="white", reveal_transition="none",
+                    mathjax_url=f"mathjax/MathJax.js?config={MATHJAX_CONFIG}")
 
 
 def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, reveal: bool = True) -> list[dict]:
@@ -140,15 +143,11 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, reveal: b
         drop_hidden_inputs(nb)
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem,
                                                                           "path": str(Path(path).parent)}})
-        deck = out / f"{path.stem}.slides.html"
-        tmp = deck.with_name(f".{deck.name}.tmp")
-        tmp.write_text(body, encoding="utf-8")
-        os.replace(tmp, deck)
+        deck = atomic_write(out / f"{path.stem}.slides.html", body)
         decks.append({"file": deck.name, "title": title_of(nb, path.stem), "slides": count_slides(body),
                       "images": len(re.findall(r'<img [^>]*src="data:image/', body)),
                       "remote": REMOTE.findall(body)})
-    index = out / "index.html"
-    index.write_text(index_page(decks), encoding="utf-8")
+    atomic_write(out / "index.html", index_page(decks))
     return decks
 
 
@@ -170,12 +169,18 @@ speaker view, Esc shows every slide. To run the cells live, open the lesson in J
 """
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The command line, options before or after the lessons (``make slides`` passes ``build --out slides 5 9``)."""
     parser = argparse.ArgumentParser(prog="python -m lmcourse.course.deck", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("fetch", "build"))
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
     parser.add_argument("--out", default="slides", help="the folder to write (default: slides)")
-    args = parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    _ctrl_c_raises()
+    args = parse_args(argv)
     try:
         if args.command == "fetch":
             print(f"reveal.js {REVEAL_VERSION} in {fetch_reveal()}")
@@ -184,7 +189,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, FileNotFoundError, ConnectionError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    decks = build(Path(args.out), paths)
+    except KeyboardInterrupt:
+        print("\nerror: interrupted; reveal.js is unpacked whole or not at all, so run the command again.",
+              file=sys.stderr)
+        return 130
+    try:
+        decks = build(Path(args.out), paths)
+    except KeyboardInterrupt:
+        print("\nerror: interrupted; every deck written so far is complete (each is replaced whole), the index "
+              "may be missing: run the command again.", file=sys.stderr)
+        return 130
     for d in decks:
         print(f"{d['file']:<44} {d['slides']:3d} slides {d['images']:3d} images")
     if not (reveal_home() / "dist" / "reveal.js").is_file():

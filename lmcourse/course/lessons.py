@@ -32,18 +32,20 @@ all of them.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import config
-from ..checksum import read_sealed_json, sealed_json
+from .. import _ctrl_c_raises, config
+from ..checksum import atomic_write, read_sealed_json, sealed_json
 from ..config import by_scale
 from ..errors import ConfigError, LMCourseError, sentence
 from ..progress import bar
 from ..store import reference_runs as reference
+from ..training.lock import RunLock
 from .catalog import NOTEBOOKS, PATTERN, REPO, check_writable, lesson_id, lessons  # noqa: F401 (the lessons, listed)
 from .outputs import MACHINERY, STAMP, problems
 
@@ -80,35 +82,13 @@ def measured_times(path: Optional[Path] = None) -> dict:
 
 
 def _record_time(scale: str, lesson: Path, seconds: float, path: Optional[Path] = None) -> None:
-    """Add one measured time to the file, read and replaced whole under a lock that other writers share."""
-    from ..training.checkpoint import atomic_write  # a temporary file unique to this writer, then os.replace
-
+    """Add one measured time to the file, read and replaced whole while holding the package's one lock
+    (:class:`lmcourse.training.lock.RunLock`, waited for), which other writers share."""
     path = _times_path() if path is None else Path(path)
-    with _locked(path.with_name(path.name + ".lock")):
+    with RunLock(path.parent, "LMCOURSE_CACHE", name=path.name + ".lock", wait=True):
         times = measured_times(path)
         times[f"{scale}/{lesson.name}"] = round(seconds, 1)
-        data = sealed_json({"format": 1, "times": times})
-        atomic_write(path, lambda f: f.write(data), needed=len(data))
-
-
-class _locked:
-    """An exclusive OS lock on ``path`` for the ``with`` block (a no-op where the OS offers none)."""
-
-    def __init__(self, path: Path):
-        self.path, self.fd = path, None
-
-    def __enter__(self):
-        try:
-            import fcntl
-        except ImportError:  # Windows: writers are rare enough there; the write itself stays atomic
-            return self
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            os.close(self.fd)  # closing releases the lock
+        atomic_write(path, sealed_json({"format": 1, "times": times}))
 
 
 def estimate(scale: str, lesson: Path) -> float:
@@ -144,16 +124,37 @@ def read_notebook(path: Path):
     return nb
 
 
+def save_notebook(nb, path: Path) -> Path:
+    """Write the notebook ``nb`` to ``path`` as nbformat writes it, replaced whole
+    (:func:`lmcourse.checksum.atomic_write`): a full disk or a file-size limit leaves the lesson as it was, with one
+    sentence."""
+    import nbformat
+
+    text = nbformat.writes(nb)
+    return atomic_write(path, text if text.endswith("\n") else text + "\n")
+
+
 def gpu_on_cpu_note(scale: str, paths: Sequence[Path]) -> Optional[str]:
     """A sentence saying what ``gpu`` scale costs when there is no GPU, else None."""
     import torch
 
     if scale != "gpu" or torch.cuda.is_available():
         return None
-    hours = estimate_s("gpu") * len(paths) / 3600
-    return (f"note: the gpu scale is sized for a GPU and this machine has none: {len(paths)} lessons that take "
-            f"about {hours:.0f} h on a GPU will take many times longer on the CPU (days); "
+    # no time is promised: what gpu costs differs from lesson to lesson (01 counts n-grams as at cpu, 09 trains for
+    # hours), and each lesson's header says what it costs
+    which = "this lesson" if len(paths) == 1 else f"these {len(paths)} lessons"
+    return (f"note: the gpu scale is sized for a GPU and this machine has none: where {which} train at gpu sizes "
+            "(each lesson's header says what that costs) they take many times longer on the CPU, hours to days; "
             "use --scale cpu for minutes a lesson, or Ctrl-C to stop.")
+
+
+def _quiet_log():
+    """A logger for nbclient that says nothing: what went wrong is reported in one sentence instead."""
+    import logging
+
+    log = logging.getLogger("lmcourse.lessons.nbclient")
+    log.propagate, log.disabled = False, True
+    return log
 
 
 def execute(path: Path, scale: Optional[str] = None, timeout: Optional[int] = None, env: Optional[dict] = None):
@@ -161,7 +162,9 @@ def execute(path: Path, scale: Optional[str] = None, timeout: Optional[int] = No
 
     The kernel runs in the notebook's folder with ``LMCOURSE_SCALE`` set; ``timeout`` bounds one cell
     (None: no bound). The returned notebook carries the kernel name and the stamp; nothing is written.
-    A cell that raises stops the run with ``nbclient``'s CellExecutionError, naming the cell."""
+    A cell that raises stops the run with ``nbclient``'s CellExecutionError, naming the cell; a kernel that
+    cannot start is a :class:`NotebookError` in one sentence, and Ctrl-C (while the kernel starts or runs)
+    a ``KeyboardInterrupt``."""
     from nbclient import NotebookClient
 
     scale = _scale(scale)
@@ -170,11 +173,28 @@ def execute(path: Path, scale: Optional[str] = None, timeout: Optional[int] = No
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     kernel_env = dict(os.environ if env is None else env, LMCOURSE_SCALE=scale)
     kernel_env.pop("CI", None)  # progress bars are part of what a stored lesson shows
+    started = []  # filled once the kernel answered
     client = NotebookClient(nb, timeout=timeout, kernel_name=KERNELSPEC["name"], record_timing=False,
-                            resources={"metadata": {"path": str(path.parent.resolve())}})
+                            resources={"metadata": {"path": str(path.parent.resolve())}}, log=_quiet_log(),
+                            shutdown_kernel="immediate",  # at the end, or on Ctrl-C: nothing in it is kept
+                            on_notebook_start=lambda notebook: started.append(True))
     start = time.perf_counter()
-    with open(os.devnull, "w") as quiet:  # the kernel's own start-up notices; cell output comes by messages
-        client.execute(env=kernel_env, stderr=quiet)
+    try:
+        with open(os.devnull, "w") as quiet:  # the kernel's own start-up notices; cell output comes by messages
+            client.execute(env=kernel_env, stderr=quiet)
+    except BaseException as err:
+        # Ctrl-C: nbclient's own handler of the signal stops the kernel (which then looks dead to it), whether the
+        # kernel was starting or running a cell, and whether the signal reached this process alone or its group
+        if isinstance(err, KeyboardInterrupt) or getattr(client, "_async_cleanup_kernel_future", None) is not None:
+            raise KeyboardInterrupt from None
+        if not started and isinstance(err, Exception):
+            why = " ".join(str(err).split())[:160] or type(err).__name__
+            raise NotebookError(f"The Jupyter kernel for {path.name} could not start ({why}): check that ipykernel "
+                                "is installed in this environment (make .venv/.installed) and that the python3 "
+                                "kernel starts, e.g. with jupyter console.") from None
+        raise
+    finally:  # nbclient leaves its clean-up registered for the exit when the kernel failed to start
+        atexit.unregister(client._cleanup_kernel)
     seconds = time.perf_counter() - start
     nb.metadata[STAMP] = {"executed_with": MACHINERY, "scale": scale,
                           "dataset": kernel_env.get("LMCOURSE_DATASET") or config.EMBEDDED}
@@ -208,11 +228,9 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
             started = time.time()
             nb, took = execute(path, scale, env=env)
             if store_outputs:
-                import nbformat
-
                 from .slides import stamp_lesson  # the demo path's slide types (lessons sits below slides)
                 unstamped = stamp_lesson(nb, path)
-                nbformat.write(nb, str(path))
+                save_notebook(nb, path)
                 if unstamped:
                     progress.write(f"{path.name}: {unstamped}")
                 found = problems(nb)
@@ -263,14 +281,21 @@ def regenerate_runs(paths: Sequence[Path]) -> dict:
     return seconds
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The command line (``make warm``, ``make lessons``, ``make runs``, each with ``LESSONS="2 7"``), options before
+    or after the lessons."""
     parser = argparse.ArgumentParser(prog="python -m lmcourse.course.lessons", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("warm", "store", "runs"),
                         help="warm: train or load every stored run; store: also save the lessons with their outputs; "
                              "runs: retrain the reference runs committed in reference_runs/ (at cpu)")
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
     parser.add_argument("--scale", default=None, help="ci, cpu or gpu (default: $LMCOURSE_SCALE, else cpu)")
-    args = parser.parse_intermixed_args(argv)  # options before or after the lessons
+    return parser.parse_intermixed_args(argv)  # options before or after the lessons
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    _ctrl_c_raises()
+    args = parse_args(argv)
     try:
         config.check_environment()
         paths = lessons(args.lessons)
@@ -315,5 +340,18 @@ def _run(command: str, paths: list, scale: str) -> int:
     return 0
 
 
+def exit_with(status: int) -> None:
+    """End the process with ``status``; after Ctrl-C (130) at once, so that no half-stopped kernel client or event
+    loop prints its tear-down after the one line already said."""
+    if status == 130:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main())

@@ -11,17 +11,22 @@ says so.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import pkgutil
+import sys
+from pathlib import Path
 from typing import Callable, Optional
 
-from .. import config
+from .. import _ctrl_c_raises, config
 from ..corpora import embedded
 from ..corpora.data import load_corpus
 from ..corpora.grammar import Params
+from ..errors import sentence
 from ..store import reference_runs as reference
-from ..store.stored_runs import corpus_fingerprint
+from ..store.stored_runs import corpus_fingerprint, run_key, vocabulary_fingerprint
+from ..vocab import Vocab
 
 RUN_PACKAGE = "lmcourse.course.runs"  # every module of it is read (see the module's docstring)
 
@@ -114,9 +119,97 @@ def problems(runs: Optional[list] = None, fingerprints: Optional[dict] = None, b
     return found
 
 
-def _fingerprint(dataset, level: str = "word") -> str:
-    """The corpus fingerprint of a dataset name, or of a variant of the embedded corpus given as the
-    fields of its :class:`~lmcourse.corpora.grammar.Params` (a run whose settings carry ``corpus={...}``)."""
+def _vocab(dataset, level: str = "word"):
+    """The vocabulary (with the fingerprint of its files) of a dataset name, or of a variant of the embedded corpus
+    given as the fields of its :class:`~lmcourse.corpora.grammar.Params` (a run whose settings carry
+    ``corpus={...}``), read as the lessons read it."""
     if isinstance(dataset, dict):
         dataset = embedded.ensure(params=Params(**dataset))
-    return corpus_fingerprint(load_corpus(dataset, level=level).vocab)
+    return load_corpus(dataset, level=level).vocab
+
+
+def _fingerprint(dataset, level: str = "word") -> str:
+    """The corpus fingerprint of a dataset name or embedded variant (see :func:`_vocab`)."""
+    return corpus_fingerprint(_vocab(dataset, level))
+
+
+def rekey_corpus(where=None, dry_run: bool = False) -> tuple[list, list]:
+    """File every committed result of the reference folder ``where`` (default ``reference_runs/``, else
+    ``$LMCOURSE_REFERENCE_RUNS``; any folder with its own ``manifest.json``) under the key of today's corpus
+    fingerprint, without retraining: ``(moved, refused)``, ``moved`` as ``(old file, new file)`` pairs and
+    ``refused`` one sentence per entry left as it was.
+
+    For after a change of how the fingerprint is computed (it came to cover every file of the corpus, not only
+    its vocabulary): an entry is re-keyed only when its recorded fingerprint and key are those the earlier rule
+    (:func:`lmcourse.store.stored_runs.vocabulary_fingerprint`) gives today's corpus, so a result made from a
+    corpus whose vocabulary differs is refused, never filed as this one's. (The earlier rule saw the vocabulary
+    alone: a result made before an edit of a split that kept the vocabulary cannot be told from one made after
+    it, so re-key only a folder whose results were made from today's files.) An entry already under today's key
+    is left alone, so running it twice changes nothing. The corpora must be where the lessons read them
+    (``LMCOURSE_DATA`` for Tiny Shakespeare). ``dry_run``: say what would move, move nothing.
+
+    From the command line: ``python -m lmcourse.course.registry rekey [FOLDER] [--dry-run]``."""
+    where = Path(where) if where is not None else reference.folder()
+    moved, refused, vocabs = [], [], {}
+    for entry in reference.read_manifest(where):
+        name, file = entry.get("name", "?"), entry.get("file")
+        settings, scale, dataset = entry.get("settings") or {}, entry.get("scale"), entry.get("dataset")
+        read = settings.get("corpus") if isinstance(settings, dict) else None
+        read = read or dataset or config.EMBEDDED
+        level = LEVELS.get(name, "word")
+        label = _canonical(read) if isinstance(read, dict) else f"{read}/{level}"
+        if label not in vocabs:
+            vocabs[label] = _vocab(read, level)
+        vocab = vocabs[label]
+        new_fp, old_fp = corpus_fingerprint(vocab), vocabulary_fingerprint(vocab)
+        if entry.get("corpus") == new_fp:
+            continue
+        tokens_only = Vocab(vocab.itos)  # no source: keyed as the earlier rule keyed it
+        if entry.get("corpus") != old_fp or run_key(name, settings, tokens_only, scale, dataset) != entry.get("key"):
+            refused.append(f"{file} was not made from today's {name} corpus (its fingerprint or key is not the one "
+                           f"the earlier rule gives it), so it is left as it is: run `make runs LESSONS="
+                           f"{entry.get('lesson') or '?'}` to regenerate it.")
+            continue
+        key = run_key(name, settings, vocab, scale, dataset)
+        new = reference.Entry(name, key, settings, scale, dataset, new_fp, entry.get("lesson"))
+        if not dry_run:
+            reference.rekey(file, new, where)
+        moved.append((file, new.file))
+    return moved, refused
+
+
+def main(argv=None) -> int:
+    """``python -m lmcourse.course.registry rekey [FOLDER] [--dry-run]`` (see :func:`rekey_corpus`), and
+    ``python -m lmcourse.course.registry check [FOLDER]``: the problems of :func:`problems`, one a line."""
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.registry",
+                                     description="Check the committed reference runs, or re-key them after a change "
+                                                 "of the corpus fingerprint.")
+    parser.add_argument("command", choices=("check", "rekey"))
+    parser.add_argument("folder", nargs="?", default=None, help="a reference folder with its manifest.json "
+                                                                "(default: reference_runs/)")
+    parser.add_argument("--dry-run", action="store_true", help="rekey: say what would move, move nothing")
+    _ctrl_c_raises()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check":
+            found = problems(where=Path(args.folder) if args.folder else None)
+            print("\n".join(found) or "The committed runs are the lessons' own.")
+            return 1 if found else 0
+        moved, refused = rekey_corpus(args.folder, dry_run=args.dry_run)
+    except (ValueError, OSError) as err:  # a damaged manifest, a corpus that cannot be read
+        print(f"error: {sentence(err)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nerror: interrupted; each entry is re-keyed whole (file and manifest), so run it again to finish.",
+              file=sys.stderr)
+        return 130
+    for old, new in moved:
+        print(f"{'would move' if args.dry_run else 'moved'} {old} -> {new}")
+    for line in refused:
+        print(f"left: {line}", file=sys.stderr)
+    print(f"{len(moved)} re-keyed, {len(refused)} left as they were.")
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import literature as lit
-from ..checksum import read_sealed_json, sealed_json
+from ..checksum import atomic_write, read_sealed_json, sealed_json
 from ..config import DATASET, SCALE, cache_dir
 
 
@@ -88,8 +88,6 @@ class Results:
         return self
 
     def _save(self) -> None:
-        from ..training.checkpoint import atomic_write  # a temporary name unique to this writer
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = sealed_json({"format": 1, "rows": [asdict(r) for r in self.rows]})
         atomic_write(self.path, lambda f: f.write(data), needed=len(data))

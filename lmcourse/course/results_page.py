@@ -32,14 +32,14 @@ import base64
 import html
 import io
 import json
-import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import config
+from .. import _ctrl_c_raises, config
 from .. import literature as lit
+from ..checksum import atomic_write
 from ..corpora.grammar import Params
 from ..corpora.oracle import Oracle
 from ..errors import MissingFileError
@@ -230,13 +230,12 @@ def write_ladder_figure(path: Path, ladder: Optional[dict] = None) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", dpi=100,
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100,
                 metadata={"Software": None, "Description": json.dumps(drawn, sort_keys=True),
                           "Title": "lmcourse: the course's ladder with the oracle floor"})
     plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, png.getvalue())
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -321,11 +320,7 @@ def write(out: Path, paths: Sequence[Path] = ()) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     text = page(ladder_numbers(), list(paths) or lessons())
-    target = out / PAGE
-    tmp = target.with_name(f".{PAGE}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+    return atomic_write(out / PAGE, text)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -333,6 +328,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out", default="book", help="the folder to write (default: book)")
     parser.add_argument("--figure", default=None, type=Path,
                         help="write only the README's headline figure (the ladder and the floor) to this PNG")
+    _ctrl_c_raises()
     args = parser.parse_args(argv)
     try:
         if args.figure is not None:
@@ -342,6 +338,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except MissingFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("\nerror: interrupted; the page is written whole or not at all.", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .. import _ctrl_c_raises
+from ..checksum import atomic_write
 from .catalog import NOTEBOOKS, check_writable, lesson_id, lessons
 from .rendered import hide_input, input_hidden
 
@@ -199,9 +200,7 @@ def differences(nb: dict, lesson: str) -> list[str]:
 
 def _write(nb: dict, path: Path) -> None:
     """Atomically, in nbformat's layout (indent 1, keys sorted, UTF-8, a final newline)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def stamp_file(path: Path) -> int:
@@ -237,6 +236,7 @@ def demo_length(nb: dict, lesson: str) -> dict:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    _ctrl_c_raises()
     parser = argparse.ArgumentParser(prog="python -m lmcourse.course.slides", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("stamp", "check", "summary"))
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
@@ -260,6 +260,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (KeyError, ValueError, FileNotFoundError) as err:
         print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\nerror: interrupted; each lesson is stamped whole or not at all.", file=sys.stderr)
+        return 130
     if status:
         print("run: python -m lmcourse.course.slides stamp", file=sys.stderr)
     return status

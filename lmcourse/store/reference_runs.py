@@ -40,10 +40,11 @@ from pathlib import Path
 from typing import Optional
 
 from .. import config
-from ..config import by_scale
+from ..checksum import atomic_write
+from ..config import by_scale, switch
 from ..corpora.download import sha256_of as sha256
 from ..errors import CheckpointError, ConfigError
-from ..training.checkpoint import atomic_write, load_checkpoint, save_checkpoint
+from ..training.checkpoint import load_checkpoint, save_checkpoint
 
 FOLDER_ENV = "LMCOURSE_REFERENCE_RUNS"
 STORE_ENV = "LMCOURSE_STORE_REFERENCE"
@@ -135,7 +136,7 @@ def kept(scale: str) -> bool:
 def storing(scale: str) -> bool:
     """True while ``LMCOURSE_STORE_REFERENCE=1`` at a scale whose results are :func:`kept`: finished runs are
     written into the reference folder too."""
-    return os.environ.get(STORE_ENV, "") not in ("", "0") and kept(scale)
+    return kept(scale) and switch(STORE_ENV)
 
 
 @dataclass(frozen=True)
@@ -195,13 +196,15 @@ def read_manifest(where: Optional[Path] = None) -> list[dict]:
 
 
 def inside(where: Path, name: str, manifest: Optional[Path] = None) -> Path:
-    """``where / name`` when ``name`` is a bare file name that stays inside ``where``, links followed;
-    else a :class:`CheckpointError`: a manifest may never name a file elsewhere."""
+    """``where / name`` when ``name`` is a bare name of a stored result (``*.pt``) that stays inside ``where``,
+    links followed; else a :class:`CheckpointError`: a manifest may never name a file elsewhere, nor one of the
+    folder's own files (the manifest, a README), which no entry owns."""
     target = Path(where) / name
     bare = name not in ("", ".", "..") and "/" not in name and "\\" not in name and "\0" not in name
-    if not bare or target.resolve().parent != Path(where).resolve():
+    if not bare or not name.endswith(".pt") or target.resolve().parent != Path(where).resolve():
         raise _damaged(manifest or Path(where) / MANIFEST,
-                       f"names the file {name!r}, which is not a file inside {where}; an entry's file is a bare name")
+                       f"names the file {name!r}, which is not a file inside {where} that an entry may own; an "
+                       f"entry's file is a bare name ending in .pt, never {MANIFEST} or a README")
     return target
 
 
@@ -292,31 +295,44 @@ def store(entry: Entry, model, vocab, rows: list) -> Path:
 
 def rekey(old_file: str, entry: Entry, where: Optional[Path] = None) -> Path:
     """File the committed result ``old_file`` under ``entry`` (a new key, the same training: e.g. its settings
-    renamed): the file is renamed, its bytes and sha256 stay, and its manifest entry takes the new name, key and
-    settings. Nothing is retrained."""
+    renamed, or the corpus fingerprint computed a new way): the file is renamed, its bytes and sha256 stay, and its
+    manifest entry takes the new name, key, settings and corpus fingerprint. Nothing is retrained. (Every entry of
+    a folder after a change of the fingerprint: :func:`lmcourse.course.registry.rekey_corpus`.)"""
     where = _may_write(Path(where or folder()))
     runs = read_manifest(where)
     old = next((r for r in runs if r.get("file") == old_file), None)
     if old is None:
         raise CheckpointError(f"{old_file} is not in {where / MANIFEST}: give the file name of a committed entry.")
     path = inside(where, entry.file)
-    os.replace(inside(where, old_file), path)
+    if entry.file != old_file and any(r.get("file") == entry.file for r in runs):
+        raise CheckpointError(f"{where / MANIFEST} already has an entry for {entry.file}: remove one of the two "
+                              f"entries before filing {old_file} under that key.")
+    source = inside(where, old_file)
+    if source.exists() or not path.exists():  # else renamed by a rekey stopped before it wrote the manifest
+        os.replace(source, path)
     row = dict(old, file=entry.file, name=entry.name, key=entry.key, lesson=entry.lesson or old.get("lesson"),
-               settings=json.loads(json.dumps(entry.settings, default=str)))
+               settings=json.loads(json.dumps(entry.settings, default=str)), corpus=entry.corpus)
     write_manifest([r for r in runs if r is not old] + [row], where)
     return path
 
 
 def prune(lesson: str, since: float, where: Optional[Path] = None) -> list[str]:
-    """Remove the entries (and files) of ``lesson`` ("06") saved before ``since``: runs its regeneration no longer made."""
+    """Remove the entries (and files) of ``lesson`` ("06") saved before ``since``: runs its regeneration no longer made.
+
+    Only the ``.pt`` file an entry owns is deleted, never the manifest, a README or a file elsewhere: a manifest
+    whose entry names one is refused in one sentence before anything changes, and a file that another, kept
+    entry also names stays."""
     where = _may_write(Path(where or folder()))
-    runs = read_manifest(where)  # every entry's file checked to lie inside the folder
+    runs = read_manifest(where)  # every entry's file checked to be a .pt file inside the folder
     stale = [r for r in runs if r.get("lesson") == lesson and _saved_at(r) < since]
     if not stale:
         return []
-    write_manifest([r for r in runs if r not in stale], where)
+    kept = [r for r in runs if r not in stale]
+    write_manifest(kept, where)
+    still_named = {r["file"] for r in kept}
     for r in stale:
-        inside(where, r["file"]).unlink(missing_ok=True)
+        if r["file"] not in still_named:
+            inside(where, r["file"]).unlink(missing_ok=True)
     return [r["file"] for r in stale]
 
 

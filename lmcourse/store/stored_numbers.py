@@ -6,7 +6,8 @@ A lesson whose central *measurement* (not a training) is longer than its time bu
 
 ``compute()`` returns a dict of tensors, floats, ints, strings and lists. The key is the one of
 :mod:`lmcourse.store.stored_runs`: the name, the settings, the dataset, the scale and the
-corpus fingerprint, so a changed knob or corpus computes afresh. The order: the committed copy in
+corpus fingerprint (every file of the corpus), so a changed knob or corpus computes afresh, a changed corpus
+with one sentence saying so. The order: the committed copy in
 ``reference_runs/`` (entered in its manifest with ``"kind": "numbers"`` and checked by its sha256),
 then the user's cache (``<cache>/numbers/<name>-<key>.pt``), then ``compute()``. At the ``ci``
 scale nothing is stored. While ``LMCOURSE_STORE_REFERENCE=1`` every result, computed or read from
@@ -28,10 +29,9 @@ from typing import Callable, Optional
 import torch
 
 from .. import config
-from ..checksum import KEY, seal, verify
+from ..checksum import KEY, atomic_write, seal, verify
 from . import reference_runs as reference
-from ..training.checkpoint import atomic_write
-from .stored_runs import check_name, corpus_fingerprint, run_key, wanted
+from .stored_runs import check_name, corpus_fingerprint, earlier_corpus, remember, run_key, wanted
 
 __all__ = ["compute_or_load", "numbers_path"]
 
@@ -110,6 +110,9 @@ def compute_or_load(name: str, settings: dict, compute: Callable[[], dict], voca
             if reference.storing(scale):
                 _to_reference(entry, found)
             return {**found, "loaded": True}
+        why = earlier_corpus("computed", name, settings, scale, dataset, entry.corpus, path.parent)
+        if why:
+            print(why)
         reference.announce_missing(name, scale)  # when the committed runs are not installed: what computing costs
     numbers = compute()
     if not isinstance(numbers, dict):
@@ -118,6 +121,7 @@ def compute_or_load(name: str, settings: dict, compute: Callable[[], dict], voca
     numbers = {k: v for k, v in numbers.items() if k != "loaded"}
     if reference.kept(scale):
         _write(path, numbers)
+        remember(path.parent, name, settings, scale, dataset, entry.corpus, path.name)
         if reference.storing(scale):
             _to_reference(entry, numbers)
     return {**numbers, "loaded": False}

@@ -7,9 +7,13 @@ A lesson that trains for minutes calls::
 
 ``settings`` is a dict of everything that decides the result (sizes, epochs, learning rate, seed);
 the dataset, the scale (both given by the caller: the store reads no global setting) and a
-fingerprint of the corpus (its vocabulary, and the embedded corpus's format version) are added.
-Their hash names the file, ``<cache>/runs/<name>-<hash>.pt``,
-so changing any knob trains again, and putting it back loads the earlier run. ``train_fn()`` must
+fingerprint of the corpus are added: its vocabulary and every byte its streams were computed from
+(the size and sha256 of all three split files and the ``vocab.txt`` read, the embedded corpus's
+parameters and format version; see :func:`lmcourse.corpora.data.source_fingerprint`, cheap since each
+file's digest is remembered under its identity). Their hash names the file, ``<cache>/runs/<name>-<hash>.pt``,
+so changing any knob, or any file of the corpus, trains again (with one sentence saying that the corpus
+changed, when a run of the same settings on its earlier version is stored), and putting it back loads the
+earlier run. ``train_fn()`` must
 return ``(model, history)``; only a run that finished is stored (an interrupted one is not
 mistaken for a result). At the ``ci`` scale nothing is cached, so the tests always exercise the
 training code. ``retrain=True`` or ``LMCOURSE_RETRAIN=1`` ignores the stored run.
@@ -32,11 +36,15 @@ from typing import Callable, Optional
 
 from .. import config
 from ..corpora.embedded import FORMAT as EMBEDDED_FORMAT
+from ..checksum import atomic_write
 from ..errors import CheckpointError
 from . import reference_runs as reference
 from ..training.checkpoint import load_checkpoint, save_checkpoint
+from ..training.lock import RunLock
+from ..vocab import Vocab
 
-__all__ = ["CachedRun", "train_or_load", "run_path", "run_key", "corpus_fingerprint", "check_name", "wanted"]
+__all__ = ["CachedRun", "train_or_load", "run_path", "run_key", "corpus_fingerprint", "vocabulary_fingerprint",
+           "check_name", "wanted", "earlier_corpus"]
 
 
 @dataclass
@@ -45,18 +53,32 @@ class CachedRun:
     history: list  # one dict per epoch
     loaded: bool  # True when read from disk instead of trained
     path: Optional[Path]
+    stop_reason: Optional[str] = None  # why a run trained now stopped ("completed", "nan", ...); None when loaded
 
 
 def corpus_fingerprint(vocab) -> str:
-    """A short hash of the vocabulary's tokens in order, and of the embedded corpus's format version.
+    """A short hash of the vocabulary's tokens in order, of the embedded corpus's format version, and of the files
+    the corpus was read from (``vocab.source``, set by :func:`lmcourse.corpora.data.load_corpus`: every split file,
+    not only the vocabulary).
 
-    A run trained on another version of a corpus is then never loaded as this one's.
+    A run trained on another version of a corpus, an edit of ``valid.txt`` or ``test.txt`` included, is then never
+    loaded as this one's. A vocabulary made by hand (no ``source``) is fingerprinted by its tokens alone.
     """
     tokens = getattr(vocab, "itos", None)
     if tokens is None:
         raise TypeError(f"train_or_load needs the corpus's Vocab (corpus.vocab), got {type(vocab).__name__}.")
-    blob = json.dumps({"tokens": list(tokens), "embedded_format": EMBEDDED_FORMAT})
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    parts = {"tokens": list(tokens), "embedded_format": EMBEDDED_FORMAT}
+    source = getattr(vocab, "source", None)
+    if source is not None:
+        parts["source"] = source
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:12]
+
+
+def vocabulary_fingerprint(vocab) -> str:
+    """The fingerprint the store used before it covered the corpus's files: the tokens and the embedded format
+    alone. :func:`lmcourse.course.registry.rekey_corpus` checks a committed run against it before filing the run
+    under its new key."""
+    return corpus_fingerprint(Vocab(vocab.itos))  # no source: the tokens and the format alone
 
 
 def run_key(name: str, settings: dict, vocab, scale: str, dataset) -> str:
@@ -66,6 +88,63 @@ def run_key(name: str, settings: dict, vocab, scale: str, dataset) -> str:
     blob = json.dumps({"name": name, "settings": settings, "dataset": str(dataset), "scale": scale,
                        "corpus": corpus_fingerprint(vocab)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def same_but_corpus(name: str, settings: dict, scale: str, dataset) -> str:
+    """The hash of a result's key without its corpus fingerprint: two results with the same one differ only in
+    the version of the corpus they were made from."""
+    blob = json.dumps({"name": name, "settings": settings, "dataset": str(dataset), "scale": scale},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+INDEX = "corpora.json"  # beside the stored results: the corpus fingerprint each was made from, by same_but_corpus
+
+
+def remember(folder: Path, name: str, settings: dict, scale: str, dataset, corpus: str, file: str) -> None:
+    """Note in ``folder``'s index that ``file`` holds ``name`` with these settings made from ``corpus``; the note
+    only lets :func:`earlier_corpus` say why a result is made again, so a write that fails is skipped."""
+    try:
+        with RunLock(folder, "LMCOURSE_CACHE", name=INDEX + ".lock", wait=True):
+            try:
+                index = json.loads((folder / INDEX).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                index = {}
+            index = index if isinstance(index, dict) else {}
+            index[same_but_corpus(name, settings, scale, dataset)] = {"corpus": corpus, "file": file}
+            atomic_write(folder / INDEX, json.dumps(index, indent=0, sort_keys=True), durable=False)
+    except (OSError, ValueError):  # LMCourseError's of the lock are ValueErrors
+        pass
+
+
+def earlier_corpus(what: str, name: str, settings: dict, scale: str, dataset, corpus: str,
+                   folder: Optional[Path] = None) -> Optional[str]:
+    """The sentence saying that ``name`` with these settings was stored, but made from another version of the
+    corpus (a committed result, or one in ``folder``'s index whose file is still there), so it is ``what`` ("trained",
+    "computed") afresh; None when no such result is stored."""
+    label = Path(str(dataset)).name or str(dataset)  # a name, never a folder of this machine
+    because = (f"was made from another version of the corpus {label} (its files changed since), so it is {what} "
+               "afresh")
+    wanted_settings = json.dumps(settings, sort_keys=True, default=str)
+    try:
+        runs = reference.read_manifest()
+    except CheckpointError:
+        runs = []
+    for row in runs:
+        if (row.get("name"), row.get("scale"), row.get("dataset")) == (name, scale, str(dataset)) \
+                and json.dumps(row.get("settings"), sort_keys=True, default=str) == wanted_settings \
+                and row.get("corpus") != corpus:
+            return f"The committed result '{name}' {because}."
+    if folder is not None:
+        try:
+            noted = json.loads((folder / INDEX).read_text(encoding="utf-8")).get(
+                same_but_corpus(name, settings, scale, dataset))
+        except (OSError, ValueError, AttributeError):
+            noted = None
+        if isinstance(noted, dict) and noted.get("corpus") != corpus and isinstance(noted.get("file"), str) \
+                and "/" not in noted["file"] and (folder / noted["file"]).is_file():
+            return f"The stored result '{name}' {because}."
+    return None
 
 
 def check_name(name: str, example: str = "06-mos") -> str:
@@ -93,7 +172,7 @@ def wanted(retrain: Optional[bool], scale: str, lesson: Optional[str] = None) ->
         return not retrain
     if not reference.kept(scale):
         return False
-    if os.environ.get("LMCOURSE_RETRAIN", "") in ("", "0"):
+    if not config.switch("LMCOURSE_RETRAIN"):  # "false" and "no" are off too; a value that is neither is refused
         return True
     only = [x.strip() for x in os.environ.get("LMCOURSE_RETRAIN_LESSONS", "").split(",") if x.strip()]
     return bool(only) and lesson not in only
@@ -135,15 +214,21 @@ def train_or_load(name: str, settings: dict, train_fn: Callable[[], tuple], voca
             if reference_run and reference.storing(scale):  # `make runs` may reuse what the user trained
                 reference.store(entry, model, vocab, info["history"])
             return CachedRun(model, info["history"], True, path)
-    if reference_run and wanted(retrain, scale, entry.lesson or reference.lesson_of(name)):
-        reference.announce_missing(name, scale)  # when the committed runs are not installed: what training costs
+    if wanted(retrain, scale, entry.lesson or reference.lesson_of(name)):
+        why = earlier_corpus("trained", name, settings, scale, dataset, entry.corpus, path.parent)
+        if why:
+            print(why)
+        if reference_run:
+            reference.announce_missing(name, scale)  # when the committed runs are not installed: what training costs
     model, history = train_fn()
     rows = list(getattr(history, "rows", history) or [])
+    stop = getattr(history, "stop_reason", None)
     if not reference.kept(scale):
-        return CachedRun(model, rows, False, None)
+        return CachedRun(model, rows, False, None, stop)
     complete = getattr(history, "stop_reason", "completed") in ("completed", "converged")  # ran to its end, by its rule
     extra = {"run": name, "settings": settings, "complete": complete, "saved_at": time.time()}
     save_checkpoint(path, model, vocab, rows, extra)
+    remember(path.parent, name, settings, scale, dataset, entry.corpus, path.name)
     if complete and reference_run and reference.storing(scale):
         reference.store(entry, model, vocab, rows)
-    return CachedRun(model, rows, False, path)
+    return CachedRun(model, rows, False, path, stop)

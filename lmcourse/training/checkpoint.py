@@ -14,9 +14,10 @@ where ``c`` is the checksum of everything else in the file, its tensors included
 (:mod:`lmcourse.checksum`). torch does not check the CRCs of the zip it reads, so the checksum is
 what tells a flipped bit or a zeroed block inside a weight from the weights that were saved.
 
-Writes are atomic: the file goes to a temporary name in the same folder and is then renamed over
-the target, so an interrupted save never leaves a half-written checkpoint behind. A write that
-fails (no space left, no permission) is one sentence naming the target, never the temporary file.
+Writes are atomic, through the package's one :func:`lmcourse.checksum.atomic_write` (named here too): the
+file goes to a temporary name in the same folder and is then renamed over the target, so an interrupted
+save never leaves a half-written checkpoint behind. A write that fails (no space left, no permission, a
+file-size limit) is one sentence naming the target, never the temporary file.
 :func:`check_writable` tells before a long training run whether the path can be written at all.
 
 Loading checks everything it reads: a file that is truncated, damaged (its checksum does not
@@ -26,9 +27,7 @@ that does not fit the model.
 """
 from __future__ import annotations
 
-import errno
 import os
-import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -36,9 +35,9 @@ from typing import Optional
 
 import torch
 
-from ..checksum import seal, verify
+from ..checksum import _write_failed, atomic_write, free_bytes, seal, verify  # noqa: F401 (named here too)
 from ..config import device as default_device
-from ..errors import CheckpointError, MissingFileError, NoSpaceError, WriteError
+from ..errors import CheckpointError, MissingFileError
 from ..lm import MODELS, check_neural, model_builder
 from ..networks import NeuralLM  # importing the package registers its models' kinds
 from ..vocab import Vocab
@@ -155,76 +154,6 @@ def tensor_bytes(obj) -> int:
         elif isinstance(value, (list, tuple)):
             stack.extend(value)
     return total
-
-
-def free_bytes(folder: Path) -> Optional[int]:
-    """The bytes free on the disk of ``folder`` (None when the system does not say)."""
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return None
-
-
-def _out_of_space(error: BaseException, folder: Path, needed: int) -> bool:
-    """True when ``error`` (raised while writing in ``folder``) means the disk is full."""
-    cause = error
-    while cause is not None:
-        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        cause = cause.__cause__ or cause.__context__
-    free = free_bytes(folder)
-    return free is not None and isinstance(error, (OSError, RuntimeError)) and free < needed + (1 << 20)
-
-
-def _size(n: float) -> str:
-    return f"{n / 1e6:,.1f} MB" if n >= 1e5 else f"{n / 1e3:,.1f} kB"
-
-
-def _write_failed(path: Path, error: BaseException, needed: int) -> Exception:
-    """One sentence for a failed write of ``path``: a full disk, or what the system said."""
-    if _out_of_space(error, path.parent, needed):
-        left = free_bytes(path.parent)
-        free = "" if left is None else f", {_size(left)} free"
-        return NoSpaceError(f"No space left on the disk of {path.parent} to write {path.name} (needed about "
-                            f"{_size(needed)}{free}): free some space, or write to another folder.")
-    if isinstance(error, OSError):
-        return WriteError(f"{path} cannot be written ({error.strerror or type(error).__name__}): choose a "
-                          "folder you may write to.")
-    return WriteError(f"{path} could not be written ({type(error).__name__}: {' '.join(str(error).split())}): "
-                      "check the disk, then save again.")
-
-
-def atomic_write(path, write, needed: int = 0) -> Path:
-    """Call ``write(f)`` on a temporary file beside ``path``, flush it to disk, then ``os.replace``.
-
-    A crash or Ctrl-C at any moment leaves either the old file or the new one, never half of one
-    (a process killed outright may leave its temporary ``.<name>.*.tmp`` behind, which the next
-    run in that folder removes, see :func:`lmcourse.training.rundir.RunDir.clean`). ``needed`` is
-    the expected size in bytes: a disk with less free space is refused before anything is written.
-    A failure is a :class:`~lmcourse.errors.NoSpaceError` when the disk is full (saying how much
-    was needed) and a :class:`~lmcourse.errors.WriteError` otherwise, each naming ``path``.
-    """
-    path = Path(path)
-    left = free_bytes(path.parent) if path.parent.is_dir() else None
-    if left is not None and left < needed:  # it cannot fit: say so before writing anything
-        raise _write_failed(path, OSError(errno.ENOSPC, "No space left on device"), needed)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as error:
-        raise _write_failed(path, error, needed) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as error:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        if isinstance(error, (OSError, RuntimeError)) and not isinstance(error, (NoSpaceError, WriteError)):
-            raise _write_failed(path, error, needed) from None
-        raise
-    return path
 
 
 def atomic_save(obj, path) -> Path:

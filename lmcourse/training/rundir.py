@@ -36,9 +36,9 @@ from typing import Iterable, Optional
 
 import torch
 
-from ..checksum import seal, verify
+from ..checksum import atomic_write, seal, verify
 from ..errors import RunDirError
-from .checkpoint import atomic_save, atomic_write, check_writable_dir, check_writable_file, vocab_mismatch
+from .checkpoint import atomic_save, check_writable_dir, check_writable_file, vocab_mismatch
 from .lock import LOCK, RunLock, claim_on_every_rank
 
 FORMAT = 2  # 2: last.pt carries its checksum
@@ -54,7 +54,7 @@ __all__ = ["RunDir", "RunLock", "claim_on_every_rank", "check_writable_file", "c
 # ------------------------------------------------------------------------------- writing safely
 
 def atomic_write_bytes(path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+    """Write ``data`` to ``path`` through the package's one atomic write (:func:`lmcourse.checksum.atomic_write`)."""
     return atomic_write(path, lambda f: f.write(data), needed=len(data))
 
 

@@ -92,6 +92,7 @@ def train_config(settings: dict, **train) -> TrainConfig:
     numbers = all(isinstance(values.get(k), (int, float)) and not isinstance(values.get(k), bool)
                   for k in ("lr", "clip", "bptt"))
     if settings.get("loss_sum_over_time") and numbers and values["bptt"]:
+        TrainConfig(**values)  # a value out of range is named as it was given, not as converted
         values["lr"] = values["lr"] * values["bptt"]
         values["clip"] = values["clip"] / values["bptt"]
     return TrainConfig(**values)
@@ -145,6 +146,9 @@ def check(settings: dict) -> None:
                              f"got {value!r}.")
     model_config(settings, 2)
     train_config(settings)
+    if settings.get("lr") == 0:
+        raise ValueError("lr=0 never changes the weights, so the run would only score the weights it started from: "
+                         "give a rate > 0, e.g. --set lr=1.")
 
 
 @dataclass(frozen=True)

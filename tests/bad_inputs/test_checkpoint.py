@@ -12,7 +12,7 @@ from lmcourse.adapt.dyneval import DynamicEval
 from lmcourse.corpora import data
 from lmcourse.errors import CheckpointError, LMCourseError, MissingFileError, NoSpaceError, WriteError
 from lmcourse.networks.generate import sampling_distribution
-from lmcourse.networks.models import RNNLM
+from lmcourse.networks.models import LMConfig, RNNLM
 from lmcourse.training import checkpoint
 from lmcourse.training.checkpoint import check_writable, load_checkpoint, save_checkpoint
 from lmcourse.training.rundir import RunDir
@@ -378,7 +378,7 @@ def test_a_disk_that_fills_during_the_write_is_one_sentence_and_keeps_the_old_fi
         f.write(b"PK\x03\x04" + bytes(100))
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 4224 vs 4122")
     monkeypatch.setattr(checkpoint.torch, "save", full)
-    monkeypatch.setattr(checkpoint, "free_bytes", lambda folder: next(free, 2000))
+    monkeypatch.setattr(checksum, "free_bytes", lambda folder: next(free, 2000))
     with pytest.raises(NoSpaceError) as err:
         save_checkpoint(tmp_path / "model.pt", tiny_model())
     assert_one_sentence(str(err.value), r"No space left on the disk of .* to write model\.pt \(needed about [0-9.]+ "
@@ -387,7 +387,7 @@ def test_a_disk_that_fills_during_the_write_is_one_sentence_and_keeps_the_old_fi
 
 
 def test_a_disk_without_room_is_refused_before_anything_is_written(tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoint, "free_bytes", lambda folder: 1000)
+    monkeypatch.setattr(checksum, "free_bytes", lambda folder: 1000)
     with pytest.raises(NoSpaceError) as err:
         save_checkpoint(tmp_path / "model.pt", tiny_model())
     assert_one_sentence(str(err.value), r"No space left on the disk of .* to write model\.pt \(needed about [0-9.]+ "
@@ -396,7 +396,7 @@ def test_a_disk_without_room_is_refused_before_anything_is_written(tmp_path, mon
 
 
 def test_train_on_a_full_disk_says_so(home, capsys, trained, monkeypatch):
-    monkeypatch.setattr(checkpoint, "free_bytes", lambda folder: 0)
+    monkeypatch.setattr(checksum, "free_bytes", lambda folder: 0)
     code, _, err = cli(capsys, train_argv(trained[0], home / "run"))
     assert code == 1
     assert_one_sentence(err, r"No space left on the disk of .*run to write preset\.json \(needed about [0-9.]+ kB, "
@@ -459,3 +459,26 @@ def test_on_cuda_the_same_checks_hold(tmp_path):
     logp = torch.log_softmax(torch.tensor([[0.0, 2.0, 1.0]], device="cuda"), dim=-1)
     probs = sampling_distribution(logp, temperature=1e-310)
     assert probs.is_cuda and probs.argmax().item() == 1 and probs.sum().item() == 1.0
+
+
+def test_a_file_size_limit_is_one_sentence_not_torchs_message(tmp_path):
+    """Issue 42, unclear: a file-size limit (ulimit -f) showed torch's internal "enforce fail" message."""
+    resource = pytest.importorskip("resource")
+    path = save_checkpoint(tmp_path / "model.pt", tiny_model())
+    before = files_under(tmp_path)
+    big = RNNLM(LMConfig(vocab_size=2000, emb_size=64, hidden_size=64, num_layers=1))  # about 1 MB of weights
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, hard))
+    try:
+        with pytest.raises(WriteError) as refused:  # its size is known: refused before a byte is written
+            save_checkpoint(path, big)
+        with pytest.raises(WriteError) as failed:  # its size unknown: torch's writer fails at the limit
+            checksum.atomic_write(path, lambda f: torch.save(big.state_dict(), f))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    for err in (refused, failed):
+        assert_one_sentence(str(err.value), r"model\.pt cannot be written: it is larger than this shell's file-size "
+                                            r"limit of 0\.1 MB \(ulimit -f\), so the file was left as it was; raise the "
+                                            r"limit")
+        assert "enforce" not in str(err.value)
+    assert files_under(tmp_path) == before

@@ -382,7 +382,7 @@ def test_checksum_mismatch_on_disk_is_one_sentence_and_the_file_is_kept(home, ca
 
 def test_checksum_mismatch_from_every_mirror_is_one_sentence(home, capsys, monkeypatch):
     def wrong_bytes(url, out, progress):
-        Path(out).write_bytes(b"an error page\n")
+        out.write(b"an error page\n")
     monkeypatch.setattr(download, "_stream", wrong_bytes)
     code, _, err = cli(capsys, ["data", "--data", "tinyshakespeare", "--level", "char"])
     assert code == 1
@@ -694,3 +694,113 @@ def test_resume_refuses_a_folder_corpus_that_changed(home, capsys, trained, chan
     assert_one_sentence(err, r"The corpus .*mine is not the one the run in .*run started on \(its tokens changed "
                              r"since\): resume with the files it was trained on, or start afresh with --overwrite")
     assert files_under(home) == before
+
+
+# ------------------------------------------------------------------ issue 42: each unclear case in one true sentence
+
+
+@pytest.mark.parametrize("setting, given", [("lr=-1", "-1.0"), ("clip=-1", "-1.0")])
+def test_a_refused_setting_is_named_as_the_user_gave_it(home, capsys, setting, given):
+    """Issue 42, unclear: `--set lr=-1` on a preset whose loss sums over time reported "got -35.0" (lr x bptt)."""
+    code, _, err = cli(capsys, ["train", "--preset", "zaremba-medium", "--scale", "ci", "--data",
+                                str(small_corpus(home / "mine")), "--out", str(home / "run"), "--set", setting])
+    assert code == 1
+    assert_one_sentence(err, rf"TrainConfig\.{setting.split('=')[0]} must be a finite number >= 0, got {given}\.$")
+
+
+def test_a_rate_of_zero_is_refused_before_scores_of_weights_never_saved(home, capsys):
+    """Issue 42, unclear: lr=0 exited 0 with scores of starting weights that were never saved."""
+    code, out, err = cli(capsys, train_argv(small_corpus(home / "mine"), home / "run", "--set", "lr=0"))
+    assert code == 1 and "valid_ppl" not in out
+    assert_one_sentence(err, r"lr=0 never changes the weights, so the run would only score the weights it started "
+                             r"from: give a rate > 0")
+    assert not (home / "run").exists()
+
+
+def test_a_run_that_never_beat_its_starting_weights_says_whose_scores_it_prints(home, capsys, monkeypatch):
+    from lmcourse.training import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module.Trainer, "_keep_best", lambda self, row: None)  # no epoch is ever the best
+    code, out, err = cli(capsys, train_argv(small_corpus(home / "mine"), home / "run"))
+    assert code == 0 and not (home / "run" / "best.pt").exists()
+    assert_one_sentence(err.strip().removeprefix("note: "), r"no epoch of the run in .*run did better on the "
+                                                             r"validation text than the weights it started from "
+                                                             r"\(valid ppl [0-9.]+\), so no best\.pt was saved and the "
+                                                             r"scores below are those of the starting weights")
+
+
+def test_a_word_lstm_that_diverged_is_not_reported_as_trained(home, capsys, monkeypatch):
+    """Issue 42, unclear: a word-lstm run that diverged printed "(trained)" with "epochs": 0 and exited 0."""
+    from lmcourse.course.runs import word_lstm
+    from lmcourse.store.stored_runs import CachedRun
+
+    monkeypatch.setattr(word_lstm, "train", lambda corpus, *a, **k: CachedRun(
+        word_lstm.fresh(word_lstm.word_lstm("ci")[1], corpus.vocab), [], False, None, "nan"))
+    code, out, err = cli(capsys, ["word-lstm", "--scale", "ci", "--data", str(small_corpus(home / "mine"))])
+    assert code == 1 and "(trained)" not in out and "valid_ppl" not in out
+    assert_one_sentence(err, r"The word LSTM's training diverged \(stop reason 'nan'\) after 0 finished epochs, so it "
+                             r"has no trained weights to score")
+
+
+def test_min_count_that_makes_most_tokens_unk_says_so(home, capsys):
+    """Issue 42, unclear: `--min-count 1000000` on PTB printed "valid ppl 1.20" with no word that 90% of the tokens
+    had become <unk>."""
+    corpus = small_corpus(home / "mine")
+    for command in ("ngram", "data"):
+        code, out, err = cli(capsys, [command, "--data", str(corpus), "--min-count", "1000000"])
+        assert code == 0
+        assert_one_sentence(err.strip().removeprefix("note: "), r"^--min-count 1000000 read [0-9.]+% of the training "
+                                                                r"tokens and [0-9.]+% of the validation tokens as "
+                                                                r"<unk>, .*so lower --min-count")
+    code, out, err = cli(capsys, ["ngram", "--data", str(corpus)])
+    assert code == 0 and "min-count" not in err
+
+
+def test_the_last_line_is_strict_json_even_for_an_infinite_perplexity(home, capsys):
+    """Issue 42, unclear: the last JSON line could hold `Infinity`, which is not JSON."""
+    corpus = write_corpus(home / "mine", train="the cat sat\n", valid="the sat cat\n", test="cat the sat\n")
+    code, out, err = cli(capsys, ["ngram", "--data", str(corpus), "--order", "2", "--smoothing", "mle"])
+    assert code == 0
+    result = json.loads(out.splitlines()[-1], parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    assert result["valid_ppl"] is None and result["test_ppl"] is None
+    assert_one_sentence(err.strip().removeprefix("note: "), r"valid_ppl \(inf\), test_ppl \(inf\) are not finite "
+                                                            r"numbers, which JSON cannot hold")
+
+
+def test_train_into_a_pipe_that_closes_says_why_it_stopped(home):
+    """Issue 42, unclear: `train | head` stopped training with nothing on stderr."""
+    corpus = small_corpus(home / "mine")
+    run = subprocess.Popen([sys.executable, "-m", "lmcourse", *train_argv(corpus, home / "run", "--set", "epochs=3")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_child_env(home), cwd=home)
+    first = run.stdout.readline()  # the header line, as `| head -1` reads it
+    run.stdout.close()
+    err = run.stderr.read().decode()
+    run.wait(timeout=300)
+    assert first and run.returncode == 1
+    assert_one_sentence(err.strip().splitlines()[-1].removeprefix("error: "), r"^the output pipe closed \(as `\| head` "
+                                                                           r"does once it has read enough lines\), so "
+                                                                           r"the command stopped there")
+
+
+@pytest.mark.parametrize("variable, value, pattern", [
+    ("LMCOURSE_SCALE", "banana", r"^ConfigError: LMCOURSE_SCALE='banana' is not a scale"),
+    ("LMCOURSE_CACHE", "{file}", r"^ConfigError: LMCOURSE_CACHE=.*cache is a file, not a folder"),
+])
+def test_a_setting_a_lesson_cannot_use_stops_its_first_cell_in_one_line(tmp_path, variable, value, pattern):
+    """Issue 42, unclear: notebooks stopped with the sentence at the end of a ConfigError traceback, and with a file
+    (or a read-only folder) as the cache they stopped in the corpus cell rather than the first."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    (tmp_path / "cache").write_text("not a folder\n")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import lmcourse\nfrom lmcourse.config import SCALE, DATASET, by_scale"),
+                nbformat.v4.new_code_cell("from lmcourse.corpora.data import load_corpus\nload_corpus()")]
+    env = dict(child_env(), **{variable: value.replace("{file}", str(tmp_path / "cache"))})
+    with pytest.raises(CellExecutionError):
+        NotebookClient(nb, kernel_name="python3", timeout=300).execute(env=env, cwd=str(tmp_path))
+    error, = [o for o in nb.cells[0].outputs if o.output_type == "error"]
+    assert len(error.traceback) == 1 and re.search(pattern, error.traceback[0]), error.traceback
+    assert_one_sentence(error.traceback[0], pattern)
+    assert not nb.cells[1].outputs

@@ -2,6 +2,7 @@
 import errno
 import math
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -131,13 +132,17 @@ def test_a_disk_that_fills_while_the_embedded_corpus_is_written_says_where_and_h
     before = files_under(tmp_path)
     written = []
 
-    def fill(self, data):
-        written.append(self)
-        if len(written) == 3:  # the disk fills in the middle of the corpus
-            raise OSError(code, os.strerror(code), str(self))
-        return Path.write_text(self, data.decode("utf-8"), encoding="utf-8")
+    real = embedded.atomic_write
 
-    monkeypatch.setattr(Path, "write_bytes", fill)
+    def fill(path, data, **options):
+        written.append(path)
+        if len(written) == 3:  # the disk fills in the middle of the corpus
+            def full(f):
+                raise OSError(code, os.strerror(code), str(path))
+            return real(path, full, **options)
+        return real(path, data, **options)
+
+    monkeypatch.setattr(embedded, "atomic_write", fill)
     with pytest.raises(kind) as err:
         embedded.write_corpus(folder, SMALL)
     assert_one_sentence(str(err.value), pattern)
@@ -233,3 +238,15 @@ def test_download_destinations_and_digests(tmp_path, closed_url, make, error, pa
         download.download([closed_url], dest, digest, progress=False)
     assert_one_sentence(str(err.value), pattern)
     assert files_under(tmp_path) == before
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+@pytest.mark.parametrize("name", ["valid.txt", "vocab.txt"])
+def test_a_fifo_is_named_as_what_it_is(tmp_path, name):
+    """Issue 42, unclear: a FIFO was reported as "has no valid.txt" (and reading one would wait forever)."""
+    folder = write_corpus(tmp_path / "corpus")
+    (folder / name).unlink(missing_ok=True)
+    os.mkfifo(folder / name)
+    with pytest.raises(CorpusError) as err:
+        data.load_corpus(folder, cache=False)
+    assert_one_sentence(str(err.value), rf"{re.escape(name)} is a named pipe \(FIFO\), not a text file: ")

@@ -179,3 +179,83 @@ def test_a_rank_that_stops_answering_is_named_after_the_timeout(tmp_path):
     assert_one_sentence(message.split(": ", 1)[1], rf"^Process rank 1 of 2 stopped answering, and rank 0 gave up after "
                                                    rf"waiting {SILENCE_S} s: find out what stopped it .*--resume; "
                                                    r"LMCOURSE_DIST_TIMEOUT sets how long the others wait")
+
+
+# ------------------------------------------------------------ the run folder's own files are never followed
+
+
+def test_a_lock_that_is_a_link_is_refused_and_never_followed(home, capsys, trained):
+    """Issue 42, defect 2: `ln -s ~/victim.txt R/.lock` made `train --out R` write the lock's JSON into victim.txt."""
+    from lmcourse.training.lock import RunLock
+
+    victim = home / "victim.txt"
+    victim.write_text("my notes\n")
+    out = home / "run"
+    out.mkdir()
+    (out / LOCK).symlink_to(victim)
+    before = files_under(home)
+    code, _, err = cli(capsys, train_argv(trained[0], out))
+    assert code == 1
+    assert_one_sentence(err, r"run/\.lock is a symbolic link, and a lock file is never followed: remove the link")
+    assert victim.read_text() == "my notes\n" and files_under(home) == before and (out / LOCK).is_symlink()
+    with pytest.raises(RunDirError, match="is a symbolic link"):
+        RunLock(out).acquire()
+    (out / LOCK).unlink()
+    (out / LOCK).symlink_to(home / "gone.txt")  # a dangling link would be created through, too
+    with pytest.raises(RunDirError, match="is a symbolic link"):
+        RunLock(out).acquire()
+    assert not (home / "gone.txt").exists()
+
+
+def test_an_overwritten_that_is_a_link_moves_nothing(home, capsys, trained):
+    """Issue 42, defect 3: `ln -s ~/papers R/.overwritten` moved every file of ~/papers into R."""
+    from lmcourse.cli import reproduce
+
+    papers = home / "papers"
+    papers.mkdir()
+    for name in ("draft.tex", "best.pt", "notes.md"):
+        (papers / name).write_text(f"{name}\n")
+    for fresh in (False, True):
+        out = home / ("fresh" if fresh else "run")
+        if fresh:
+            out.mkdir()
+        else:
+            out = copy_run(trained, home)
+        (out / reproduce.ASIDE).symlink_to(papers)
+        before = files_under(home)
+        code, _, err = cli(capsys, train_argv(trained[0], out, *([] if fresh else ["--overwrite"])))
+        assert code == 1
+        assert_one_sentence(err, r"\.overwritten is a symbolic link, and a run folder's \.overwritten is its own, never "
+                                 r"followed: nothing was moved")
+        assert files_under(home) == before and sorted(p.name for p in papers.iterdir()) == ["best.pt", "draft.tex",
+                                                                                              "notes.md"]
+
+
+def test_resume_never_deletes_a_newer_run_to_put_an_older_one_back(home, capsys, trained):
+    """Issue 42, defect 4: an `--overwrite --set seed=5` run killed after an epoch, then its last.pt removed: `--resume`
+    deleted the newer run's best.pt, history, config and preset to put the older run back."""
+    from lmcourse.cli import reproduce
+
+    out = copy_run(trained, home)
+    reproduce.Aside(out).move()  # the --overwrite of a process then killed outright
+    for name in ("preset.json", "config.json", "history.json", "best.pt", "curves.png"):  # the newer run's epoch
+        shutil.copy(out / reproduce.ASIDE / name, out / name)
+    meta = json.loads((out / "preset.json").read_text())
+    meta["settings"]["seed"] = 5
+    (out / "preset.json").write_text(json.dumps(meta))  # last.pt of the newer run: removed
+    before = files_under(home)
+    code, _, err = cli(capsys, train_argv(trained[0], out, "--set", "seed=5", "--resume"))
+    assert code == 1
+    assert_one_sentence(err, r"holds a newer run that finished an epoch \(best\.pt, curves\.png, history\.json\) but "
+                             r"has no last\.pt to resume from, beside the earlier run an --overwrite set aside in .*"
+                             r"nothing was deleted")
+    assert files_under(home) == before
+
+
+def test_resume_names_what_it_found_when_there_is_nothing_to_resume(home, capsys, trained):
+    out = copy_run(trained, home)
+    (out / "last.pt").unlink()
+    code, _, err = cli(capsys, train_argv(trained[0], out, "--resume"))
+    assert code == 1
+    assert_one_sentence(err, r"There is no run to resume in .*run \(it holds config\.json, history\.json, best\.pt, "
+                             r"curves\.png, preset\.json but no last\.pt, so nothing can be resumed\)")

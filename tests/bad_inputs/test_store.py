@@ -161,3 +161,134 @@ def test_a_damaged_stored_measurement_is_computed_afresh_not_read_as_another_num
     assert not again["loaded"] and again["seconds"] == 3.0
     assert_one_sentence(str(caught[0].message), r"The stored measurement .*08-x-.*\.pt (does not match the checksum "
                                                 r"stored with it|cannot be read).*computed afresh")
+
+
+# ------------------------------------------------------------ a changed corpus is never loaded as this one's
+
+
+def _folder_corpus(folder: Path) -> Path:
+    """A small corpus folder with its own vocab.txt, so that new sentences of the same words keep the vocabulary."""
+    from .helpers import small_corpus
+
+    small_corpus(folder)
+    words = sorted({w for s in ("train", "valid", "test") for w in (folder / f"{s}.txt").read_text().split()})
+    (folder / "vocab.txt").write_text("\n".join(["<eos>", *words]) + "\n")
+    return folder
+
+
+def test_a_run_made_on_an_earlier_version_of_the_corpus_is_trained_again_saying_why(home, capsys, monkeypatch):
+    """Issue 42, defect 1: the key hashed only the vocabulary, so a run trained before train.txt (or valid.txt)
+    changed was loaded without a word."""
+    from .helpers import cli
+
+    monkeypatch.setenv(reference.FOLDER_ENV, str(home / "reference"))  # no committed run of its own
+    corpus = _folder_corpus(home / "mine")
+    argv = ["word-lstm", "--scale", "cpu", "--data", str(corpus)]
+
+    def run():
+        code, out, err = cli(capsys, argv)
+        assert code == 0, err
+        return json.loads(out.splitlines()[-1]), out
+
+    assert not run()[0]["loaded"] and run()[0]["loaded"]
+    lines = (corpus / "train.txt").read_text().splitlines()
+    (corpus / "train.txt").write_text("\n".join(lines[::-1]) + "\n")  # other text, the same words and vocabulary
+    result, out = run()
+    assert not result["loaded"]
+    assert "The stored result 'word-lstm' was made from another version of the corpus mine (its files changed " \
+           "since), so it is trained afresh." in out.splitlines()
+    assert run()[0]["loaded"]  # the new version is stored in its turn
+    (corpus / "valid.txt").write_text((corpus / "valid.txt").read_text() * 2)  # only the validation text changes
+    result, out = run()
+    assert not result["loaded"] and "another version of the corpus mine" in out
+
+
+def test_an_edit_of_valid_or_test_computes_a_stored_measurement_afresh(folders, monkeypatch, tmp_path, capsys):
+    """Issue 42, defect 1: stored numbers still said 7,060 validation tokens after valid.txt held 82,430."""
+    from lmcourse.corpora.data import load_corpus
+
+    monkeypatch.setenv(reference.STORE_ENV, "0")
+    corpus = _folder_corpus(tmp_path / "mine")
+    at = dict(scale="cpu", dataset=str(corpus))
+
+    def measure():
+        data = load_corpus(corpus)
+        return stored_numbers.compute_or_load("08-tokens", {}, lambda: {"valid": len(data.valid),
+                                                                        "test": len(data.test)}, data.vocab, **at)
+
+    first = measure()
+    assert not first["loaded"] and measure()["loaded"]
+    for split in ("valid", "test"):
+        (corpus / f"{split}.txt").write_text((corpus / f"{split}.txt").read_text() * 3)
+        capsys.readouterr()
+        again = measure()
+        assert not again["loaded"] and again[split] == 3 * first[split]
+        assert "The stored result '08-tokens' was made from another version of the corpus mine" in capsys.readouterr().out
+
+
+def test_file_digests_are_remembered_by_identity_and_an_edit_is_always_seen(folders, monkeypatch, tmp_path):
+    """The fingerprint is cheap: a large file is hashed once, then known by its identity; any write, even one whose
+    modification time is put back (touch -r), is hashed again."""
+    from lmcourse.corpora import data
+
+    big = tmp_path / "train.txt"
+    big.write_bytes(b"the cat sat\n" * 100_000)  # 1.2 MB: remembered
+    hashed = []
+    real = data.download.sha256_of
+    monkeypatch.setattr(data.download, "sha256_of", lambda path: hashed.append(Path(path).name) or real(path))
+    first = data.file_digests([big])[big]
+    assert data.file_digests([big])[big] == first and hashed == ["train.txt"]
+    stamp = big.stat()
+    big.write_bytes(b"the cat sat\n" * 99_999 + b"the dog sat\n")  # same size
+    os.utime(big, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # the old modification time put back
+    second = data.file_digests([big])[big]
+    assert second[0] == first[0] and second[1] != first[1] and hashed == ["train.txt", "train.txt"]
+
+
+# ------------------------------------------------------------ prune owns only the entries' .pt files
+
+
+def test_prune_never_deletes_the_manifest_or_a_readme(folders):
+    """Issue 42, defect 8: entries naming manifest.json and README.md deleted both."""
+    where, _ = folders
+    (where / "README.md").write_text("what these runs are\n")
+    (where / "06-x-k.pt").write_bytes(b"weights")
+    runs = [_entry("06-x-k.pt"), _entry(reference.MANIFEST, name="06-m"), _entry("README.md", name="06-r")]
+    (where / reference.MANIFEST).write_text(json.dumps({"runs": runs}))
+    before = files_under(where)
+    with pytest.raises(CheckpointError) as err:
+        reference.prune("06", since=1e12)
+    assert_one_sentence(str(err.value), r"manifest\.json names the file 'manifest\.json', which is not a file inside .* "
+                                        r"that an entry may own; an entry's file is a bare name ending in \.pt, never "
+                                        r"manifest\.json or a README")
+    assert files_under(where) == before
+    (where / reference.MANIFEST).write_text(json.dumps({"runs": [_entry("06-x-k.pt"), _entry("README.md")]}))
+    with pytest.raises(CheckpointError, match="'README.md'"):
+        reference.prune("06", since=1e12)
+    assert (where / "README.md").is_file() and (where / "06-x-k.pt").is_file()
+
+
+# ------------------------------------------------------------ LMCOURSE_RETRAIN is a switch
+
+
+@pytest.mark.parametrize("value, retrains", [("", False), ("0", False), ("false", False), ("no", False),
+                                             ("Off", False), ("1", True), ("true", True), ("YES", True)])
+def test_the_retrain_switch_reads_false_and_no_as_off(folders, monkeypatch, value, retrains):
+    """Issue 42, unclear: LMCOURSE_RETRAIN=false and =no both retrained and replaced the stored run."""
+    monkeypatch.setenv(reference.STORE_ENV, "0")
+    assert not stored_numbers.compute_or_load("08-s", {}, lambda: {"n": 1}, VOCAB, **AT)["loaded"]
+    monkeypatch.setenv("LMCOURSE_RETRAIN", value)
+    assert stored_numbers.compute_or_load("08-s", {}, lambda: {"n": 2}, VOCAB, **AT)["loaded"] is not retrains
+
+
+@pytest.mark.parametrize("variable", ["LMCOURSE_RETRAIN", "LMCOURSE_STORE_REFERENCE"])
+def test_a_switch_that_is_neither_on_nor_off_is_refused(folders, monkeypatch, capsys, variable):
+    from lmcourse import config
+    from lmcourse.cli.main import main
+
+    monkeypatch.setenv(variable, "maybe")
+    with pytest.raises(config.ConfigError) as err:
+        stored_numbers.compute_or_load("08-s", {}, lambda: {"n": 1}, VOCAB, **AT)
+    assert_one_sentence(str(err.value), rf"{variable}='maybe' is not a switch: set it to 1 \(or true, yes, on\), 0 "
+                                        r"\(or false, no, off\), or unset it")
+    assert main(["data"]) == 2 and f"{variable}='maybe' is not a switch" in capsys.readouterr().err
