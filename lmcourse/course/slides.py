@@ -61,13 +61,16 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # gradient against lag (figure)
            ("c012", SLIDE), ("c013", ON),                                     # the forget bias decides
            ("c020", SLIDE), ("c021", ON), ("c022", FRAGMENT)),                # clipping, measured (figure)
-    "02b": (("c000", SLIDE), ("c009", SLIDE),                                 # the claim; samples as training goes
-            ("c010", SLIDE), ("c011", FRAGMENT),                              # bits per character beside KN (figure)
-            ("c016", SLIDE), ("c018", SLIDE), ("c019", ON), ("c020", ON),     # decoding; the temperature slider
-            ("c027", SLIDE), ("c028", FRAGMENT),                              # the word model overfits (figure)
-            ("c029", SLIDE), ("c030", ON), ("c031", FRAGMENT),                # the forget gates learned (figure)
+    "02b": (("c000", SLIDE), ("c00m", SLIDE), ("c00d", ON),                   # the claim; the LSTM cell (diagram)
+            ("c00s", SLIDE), ("c008", ON), ("c009", FRAGMENT),                # samples along training (seed 0)
+            ("c009b", SLIDE), ("c012", ON), ("c012m", FRAGMENT),              # three seeds against the KN 7-gram
+            ("c016", SLIDE), ("c017", ON),                                    # decoding; temperature (figure)
+            ("c018", SLIDE), ("c019", ON), ("c020", ON),                      # three temperatures; the slider
+            ("c027h", SLIDE), ("c027f", ON), ("c027m", FRAGMENT),             # the word model overfits (figure)
+            ("c028", SUB),                                                    # reading the curves
+            ("c029", SLIDE), ("c030f", ON), ("c031", FRAGMENT),               # the forget gates learned (figure)
             ("c032", SLIDE), ("c035", ON), ("c036", FRAGMENT),                # agreement at a distance (figure)
-            ("c038", SLIDE)),                                                 # what to take away
+            ("c038", SLIDE), ("c038t", ON)),                                  # what to take away
     "03": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # standard against locked masks
            ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # embedding dropout (figure)
            ("r03-rec-md", SLIDE), ("r03-rec-md3", SLIDE), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
@@ -142,6 +145,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.
 HIDDEN: dict[str, tuple[str, ...]] = {
+    "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027f", "c027m", "c030f", "c035", "c038t"),
     "05": ("05-bottleneck", "5c4f3d6c", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
