@@ -92,6 +92,14 @@ def _to_reference(entry: reference.Entry, numbers: dict) -> Path:
     return path
 
 
+def is_stored(name: str, settings: dict, vocab, *, scale: str, dataset) -> bool:
+    """Whether :func:`compute_or_load` would find these numbers (committed, or in the user's cache) without
+    computing them; nothing is read but the manifest and the cache's file names."""
+    key = run_key(name, settings, vocab, scale, dataset)
+    return (reference.entry_for(name, key, reference.folder()) is not None
+            or numbers_path(name, settings, vocab, scale, dataset).is_file())
+
+
 def compute_or_load(name: str, settings: dict, compute: Callable[[], dict], vocab, *, scale: str, dataset,
                     recompute: Optional[bool] = None, lesson: Optional[str] = None) -> dict:
     """The stored result of ``compute()`` for ``name`` and ``settings`` at ``scale`` on ``dataset``, computed and

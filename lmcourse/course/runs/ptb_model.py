@@ -33,7 +33,7 @@ from ...errors import sentence
 from ...lm import perplexity, perplexity_from_nll
 from ...ngram.model import NGramLM
 from ...store.reference_runs import kept
-from ...store.stored_numbers import compute_or_load
+from ...store.stored_numbers import compute_or_load, is_stored
 from ...networks.models import RNNLM
 from ...store.stored_runs import CachedRun, train_or_load
 from ...training.callbacks import LivePlot
@@ -247,6 +247,24 @@ def summary(rung: str, seed: int, scale: str, corpus, progress: Optional[bool] =
                                         parameters=found.model.num_parameters()))}
 
     return json.loads(compute_or_load(SUMMARY, s, compute, corpus.vocab, scale=scale, dataset=DATASET)["json"])
+
+
+def pending(scale: str, corpus) -> Optional[str]:
+    """None when :func:`numbers` reads everything it shows from disk at ``scale`` (always at ``ci``, where the tiny
+    runs train in seconds), else one sentence saying what is not stored yet and how to make it, so that a lesson
+    skips its PTB section instead of training for hours."""
+    if not kept(scale):
+        return None
+    shared = settings(scale)
+    missing = [f"{rung}, seed {seed}" for rung in RUNGS for seed in SEEDS
+               if not is_stored(SUMMARY, rung_settings(rung, seed, shared), corpus.vocab, scale=scale, dataset=DATASET)]
+    missing += [f"the cache and dynamic evaluation, seed {seed}" for seed in SEEDS
+                if not is_stored(WRAPPERS, wrapper_settings(seed, scale), corpus.vocab, scale=scale, dataset=DATASET)]
+    if not missing:
+        return None
+    return (f"The Penn Treebank section is skipped at {scale!r}: {len(missing)} of its stored results are not here yet "
+            f"({'; '.join(missing[:3])}{'; ...' if len(missing) > 3 else ''}); `make runs LESSONS={LESSON}` trains "
+            f"and stores them (hours of one CPU core), or set LMCOURSE_SCALE=ci to see the section on a tiny model.")
 
 
 def numbers(scale: str, corpus, progress: Optional[bool] = None) -> dict:
