@@ -177,6 +177,21 @@ def test_copying_over_the_students_files_is_refused_in_one_sentence(tmp_path, ca
     assert mine.read_bytes() == LESSONS[3].read_bytes()
 
 
+def test_copying_the_lessons_never_writes_through_a_planted_link(tmp_path):
+    """Issue 42: every file the tools write goes through the one atomic write. The copy used a fixed temporary name
+    (``.NAME.tmp``) and wrote through whatever was there, so a link planted under that name sent a lesson into
+    the file it points to."""
+    dest = tmp_path / "lessons"
+    dest.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (dest / f".{LESSONS[0].name}.tmp").symlink_to(victim)
+    written = release.copy_lessons(dest)
+    assert victim.read_text() == "keep me\n"
+    assert (dest / LESSONS[0].name).read_bytes() == LESSONS[0].read_bytes() and not (dest / LESSONS[0].name).is_symlink()
+    assert dest / LESSONS[0].name in written
+
+
 def test_a_file_named_as_the_folder_is_refused(tmp_path):
     (tmp_path / "notes").write_text("x")
     with pytest.raises(WriteError, match=r"is a file, not a folder: give a folder for the lessons"):

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import sys
 import uuid
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..checksum import atomic_write
 from ..errors import ConfigError, MissingFileError, WriteError
 from .catalog import NOTEBOOKS, check_writable, lessons
 
@@ -126,10 +125,7 @@ def problems(nb: dict) -> list[str]:
 
 def _write_notebook(path: Path, nb: dict) -> None:
     """Write ``nb`` as nbformat writes it (one space of indent, a final newline), replacing the file whole."""
-    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def stamp_files(paths: Sequence[Path]) -> list[Path]:
@@ -173,9 +169,7 @@ def copy_lessons(dest, force: bool = False, folder: Optional[Path] = None) -> li
     for rel in files:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        shutil.copyfile(source / rel, tmp)
-        os.replace(tmp, target)
+        atomic_write(target, (source / rel).read_bytes())
         written.append(target)
     return written
 
