@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
+
+from ..checksum import atomic_write
 from .notation import change
 
 __all__ = ["MAX_SIZE", "MIN_POINTS", "DIAGRAMS", "lstm_cell", "gradient_path", "dropout_masks", "tied_matrix",
@@ -638,7 +640,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     status = 0
     for name in args.names or DIAGRAMS:
         fig = DIAGRAMS[name][0]()
-        (out / f"{name}.png").write_bytes(png(fig))
+        atomic_write(out / f"{name}.png", png(fig))
         found = problems(fig)
         status |= bool(found)
         print(f"{name + '.png':<26} {'ok' if not found else '; '.join(found)}")

@@ -230,12 +230,12 @@ def write_ladder_figure(path: Path, ladder: Optional[dict] = None) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=100,
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100,
                 metadata={"Software": None, "Description": json.dumps(drawn, sort_keys=True),
                           "Title": "lmcourse: the course's ladder with the oracle floor"})
     plt.close(fig)
-    return atomic_write(path, png.getvalue())
+    return atomic_write(path, buffer.getvalue())
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
