@@ -50,3 +50,20 @@ def test_good_thresholds_pass(monkeypatch, value):
     monkeypatch.setenv("LMCOURSE_MMAP_THRESHOLD", value)
     from lmcourse.memory import threshold_setting
     assert threshold_setting() == (int(value) if value else 4 * 1024 * 1024)
+
+
+def test_a_read_only_cache_is_refused_by_the_first_check(home, capsys, monkeypatch, tmp_path):
+    """Issue 42, unclear: with a read-only folder as the cache a lesson stopped in its corpus cell, not its first.
+    The folder's permissions are stood in for by os.access (root may write anywhere), which is what the check reads."""
+    cache = tmp_path / "read-only-cache"
+    cache.mkdir()
+    monkeypatch.setenv("LMCOURSE_CACHE", str(cache))
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: False if Path(path) == cache and mode & os.W_OK
+                        else real_access(path, mode, *a, **k))
+    with pytest.raises(ConfigError) as err:
+        config.check_environment()  # what a lesson's first cell and the command line call before anything else
+    assert_one_sentence(str(err.value), r"LMCOURSE_CACHE=.*read-only-cache is not a folder this program can write to")
+    code, out, err_text = cli(capsys, ["data"])
+    assert code == 2 and out == "" and "is not a folder this program can write to" in err_text
+    assert list(cache.iterdir()) == []
