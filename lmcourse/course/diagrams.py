@@ -552,10 +552,26 @@ DIAGRAMS: dict[str, tuple[Callable, str, str]] = {
 
 # ---------------------------------------------------------------------------------------------- checks
 
+def _undrawn_tick_labels(fig) -> set:
+    """The tick labels matplotlib keeps but does not draw: those of ticks outside their axis's view (a
+    locator places a tick or two past each end of a plot's range, and only the ticks within it are drawn)."""
+    undrawn = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            slack = 1e-9 * max(abs(lo), abs(hi), 1.0)
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                loc = tick.get_loc()
+                if loc is None or not lo - slack <= loc <= hi + slack:
+                    undrawn.update((id(tick.label1), id(tick.label2)))
+    return undrawn
+
+
 def _texts(fig):
     from matplotlib.text import Text
 
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    undrawn = _undrawn_tick_labels(fig)
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in undrawn]
 
 
 def _scale(fig, shown_width: Optional[float]) -> float:

@@ -50,17 +50,28 @@ TYPES = (SLIDE, SUB, FRAGMENT, ON, "notes", SKIP)
 SPEAKING_S = {SLIDE: 60, SUB: 45, FRAGMENT: 20, ON: 0}
 
 DEMO: dict[str, tuple[tuple[str, str], ...]] = {
-    "01": (("c000", SLIDE), ("c006", SLIDE),                                  # the claim; score() and perplexity
-           ("c010", SLIDE), ("c013", FRAGMENT),                               # add-k, best k per order (figure)
+    "01": (("c000", SLIDE),                                                  # the claim
+           ("r01-ppl", SLIDE), ("c005", ON), ("c006", FRAGMENT),              # perplexity: 1 and V; score()
+           ("r01-counts", SLIDE), ("c007", ON),                               # unseen n-grams by order (figure)
+           ("c010", SLIDE), ("c011", FRAGMENT),                               # add-k: an unseen history gets 1/V
+           ("c012", SLIDE), ("c013", ON),                                     # best k per order (figure)
            ("c016", SLIDE), ("c017", FRAGMENT), ("c018", FRAGMENT),           # Kneser-Ney derived on screen
-           ("c021", SLIDE), ("c022", ON), ("c023", FRAGMENT),                 # perplexity against order (figure)
+           ("r01-mkn", SLIDE), ("c019", ON),                                  # modified KN's three discounts
+           ("r01-order", SLIDE), ("c021", ON), ("c022", ON), ("c023", FRAGMENT),  # perplexity against order
+           ("r01-ptb", SLIDE), ("r01-ptb-kn5", ON), ("r01-ptb-after", FRAGMENT),  # KN5 on Penn Treebank
            ("c025", SLIDE), ("c026", ON),                                     # samples
-           ("c028", SLIDE), ("c029", SLIDE)),                                 # the numbers; what to take away
+           ("c027", SLIDE), ("r01-table", ON),                                # the numbers
+           ("c029", SLIDE)),                                                  # what to take away
     "02": (("c000", SLIDE), ("c003", SLIDE), ("c004", FRAGMENT),              # the claim; the equations, coded
+           ("r02-cell", SLIDE), ("r02-cell-fig", ON),                         # the cell, drawn (diagram)
            ("c005", SLIDE), ("c006", ON), ("c007", FRAGMENT),                 # checked against torch.nn.LSTM
-           ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # gradient against lag (figure)
+           ("r02-grad", SLIDE), ("r02-gradpath", ON),                         # the gradient's two paths (diagram)
+           ("r02-products", SLIDE),                                           # the two products
+           ("r02-measure", SLIDE), ("c008", ON), ("c009", ON), ("c010", FRAGMENT),  # gradient against lag
+           ("r02-exact", SLIDE), ("c011", ON),                                # exactly the product of forget gates
            ("c012", SLIDE), ("c013", ON),                                     # the forget bias decides
-           ("c020", SLIDE), ("c021", ON), ("c022", FRAGMENT)),                # clipping, measured (figure)
+           ("c020", SLIDE), ("c021", ON), ("r02-clipfig", ON), ("c022", FRAGMENT),  # clipping, measured (figure)
+           ("r02-takeaway", SLIDE)),                                          # what to take away
     "02b": (("c000", SLIDE), ("c009", SLIDE),                                 # the claim; samples as training goes
             ("c010", SLIDE), ("c011", FRAGMENT),                              # bits per character beside KN (figure)
             ("c016", SLIDE), ("c018", SLIDE), ("c019", ON), ("c020", ON),     # decoding; the temperature slider
@@ -133,7 +144,10 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
 
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.
-HIDDEN: dict[str, tuple[str, ...]] = {}
+HIDDEN: dict[str, tuple[str, ...]] = {
+    "01": ("c022", "r01-table"),                                              # a figure; the results table
+    "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
+}
 
 
 def hidden(lesson: str, cell_ids: Sequence[str]) -> set[str]:
