@@ -55,6 +55,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("r01-counts", SLIDE), ("c007", ON),                               # unseen n-grams by order (figure)
            ("c010", SLIDE), ("c011", FRAGMENT),                               # add-k: an unseen history gets 1/V
            ("c012", SLIDE), ("c013", ON),                                     # best k per order (figure)
+           ("r01-backoff", SLIDE), ("r01-backoff-fig", ON),                   # interpolation, drawn (diagram)
            ("c016", SLIDE), ("c017", FRAGMENT), ("c018", FRAGMENT),           # Kneser-Ney derived on screen
            ("r01-mkn", SLIDE), ("c019", ON),                                  # modified KN's three discounts
            ("r01-order", SLIDE), ("c021", ON), ("c022", ON), ("c023", FRAGMENT),  # perplexity against order
@@ -145,7 +146,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.
 HIDDEN: dict[str, tuple[str, ...]] = {
-    "01": ("c022", "r01-table"),                                              # a figure; the results table
+    "01": ("r01-backoff-fig", "c022", "r01-table"),                           # a diagram; a figure; the results table
     "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
 }
 
