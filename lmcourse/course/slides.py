@@ -50,17 +50,29 @@ TYPES = (SLIDE, SUB, FRAGMENT, ON, "notes", SKIP)
 SPEAKING_S = {SLIDE: 60, SUB: 45, FRAGMENT: 20, ON: 0}
 
 DEMO: dict[str, tuple[tuple[str, str], ...]] = {
-    "01": (("c000", SLIDE), ("c006", SLIDE),                                  # the claim; score() and perplexity
-           ("c010", SLIDE), ("c013", FRAGMENT),                               # add-k, best k per order (figure)
+    "01": (("c000", SLIDE),                                                  # the claim
+           ("r01-ppl", SLIDE), ("c005", ON), ("c006", FRAGMENT),              # perplexity: 1 and V; score()
+           ("r01-counts", SLIDE), ("c007", ON),                               # unseen n-grams by order (figure)
+           ("c010", SLIDE), ("c011", FRAGMENT),                               # add-k: an unseen history gets 1/V
+           ("c012", SLIDE), ("c013", ON),                                     # best k per order (figure)
+           ("r01-backoff", SLIDE), ("r01-backoff-fig", ON),                   # interpolation, drawn (diagram)
            ("c016", SLIDE), ("c017", FRAGMENT), ("c018", FRAGMENT),           # Kneser-Ney derived on screen
-           ("c021", SLIDE), ("c022", ON), ("c023", FRAGMENT),                 # perplexity against order (figure)
+           ("r01-mkn", SLIDE), ("c019", ON),                                  # modified KN's three discounts
+           ("r01-order", SLIDE), ("c021", ON), ("c022", ON), ("c023", FRAGMENT),  # perplexity against order
+           ("r01-ptb", SLIDE), ("r01-ptb-kn5", ON), ("r01-ptb-after", FRAGMENT),  # KN5 on Penn Treebank
            ("c025", SLIDE), ("c026", ON),                                     # samples
-           ("c028", SLIDE), ("c029", SLIDE)),                                 # the numbers; what to take away
+           ("c027", SLIDE), ("r01-table", ON),                                # the numbers
+           ("c029", SLIDE)),                                                  # what to take away
     "02": (("c000", SLIDE), ("c003", SLIDE), ("c004", FRAGMENT),              # the claim; the equations, coded
+           ("r02-cell", SLIDE), ("r02-cell-fig", ON),                         # the cell, drawn (diagram)
            ("c005", SLIDE), ("c006", ON), ("c007", FRAGMENT),                 # checked against torch.nn.LSTM
-           ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # gradient against lag (figure)
+           ("r02-grad", SLIDE), ("r02-gradpath", ON),                         # the gradient's two paths (diagram)
+           ("r02-products", SLIDE),                                           # the two products
+           ("r02-measure", SLIDE), ("c008", ON), ("c009", ON), ("c010", FRAGMENT),  # gradient against lag
+           ("r02-exact", SLIDE), ("c011", ON),                                # exactly the product of forget gates
            ("c012", SLIDE), ("c013", ON),                                     # the forget bias decides
-           ("c020", SLIDE), ("c021", ON), ("c022", FRAGMENT)),                # clipping, measured (figure)
+           ("c020", SLIDE), ("c021", ON), ("r02-clipfig", ON), ("c022", FRAGMENT),  # clipping, measured (figure)
+           ("r02-takeaway", SLIDE)),                                          # what to take away
     "02b": (("c000", SLIDE), ("c00m", SLIDE), ("c00d", ON),                   # the claim; the LSTM cell (diagram)
             ("c00s", SLIDE), ("c008", ON), ("c009", FRAGMENT),                # samples along training (seed 0)
             ("c009b", SLIDE), ("c012", ON), ("c012m", FRAGMENT),              # three seeds against the KN 7-gram
@@ -145,6 +157,8 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.
 HIDDEN: dict[str, tuple[str, ...]] = {
+    "01": ("r01-backoff-fig", "c022", "r01-table"),                           # a diagram; a figure; the results table
+    "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
     "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027f", "c027m", "c030f", "c035", "c038t"),
     "05": ("05-bottleneck", "5c4f3d6c", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
