@@ -553,9 +553,18 @@ DIAGRAMS: dict[str, tuple[Callable, str, str]] = {
 # ---------------------------------------------------------------------------------------------- checks
 
 def _texts(fig):
+    """The texts a reader sees: visible, not empty, and no tick label of a tick outside its axis's view, or of an
+    axis switched off (matplotlib keeps those labels, placed off the axes, but does not draw them)."""
     from matplotlib.text import Text
 
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    unseen = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            shown = ax.axison and axis.get_visible()
+            drawn = {id(tick) for tick in axis._update_ticks()} if shown else set()  # the ticks inside the view
+            unseen.update(id(label) for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+                          if id(tick) not in drawn for label in (tick.label1, tick.label2))
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in unseen]
 
 
 def _scale(fig, shown_width: Optional[float]) -> float:
