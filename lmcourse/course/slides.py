@@ -68,14 +68,21 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
             ("c029", SLIDE), ("c030", ON), ("c031", FRAGMENT),                # the forget gates learned (figure)
             ("c032", SLIDE), ("c035", ON), ("c036", FRAGMENT),                # agreement at a distance (figure)
             ("c038", SLIDE)),                                                 # what to take away
-    "03": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # standard against locked masks
+    "03": (("c000", SLIDE), ("r03-masks-md", SLIDE), ("r03-masks", ON),       # the claim; four masks (diagram)
+           ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),                 # standard against locked masks
            ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # embedding dropout (figure)
-           ("r03-rec-md", SLIDE), ("r03-rec-md3", SLIDE), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
-           ("c018", SLIDE), ("d06a776c", SLIDE), ("473429c6", ON),            # six variants; the curves
-           ("f2b5e451", FRAGMENT), ("bcd15267", ON),                          # test perplexity over the seeds
-           ("fc16cd75", SLIDE), ("21d8a424", ON),                             # the three claims, beyond the spread
+           ("r03-wd-md", SLIDE), ("c011", ON),                                # weight drop: the mask on W_hh
+           ("r03-rec-md", SLIDE), ("r03-rec-md3", FRAGMENT), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
+           ("c018", SLIDE), ("c021", ON),                                     # eight variants, loaded
+           ("d06a776c", SLIDE), ("473429c6", ON), ("f2b5e451", FRAGMENT),     # the curves: alone
+           ("r03-curves2-md", SLIDE), ("r03-curves2", ON), ("r03-curves2-read", FRAGMENT),  # inside the full model
+           ("r03-test-md", SLIDE), ("bcd15267", ON), ("r03-test-table", FRAGMENT),  # test perplexity over the seeds
+           ("fc16cd75", SLIDE), ("r03-claims", ON),                           # the papers' directions, to the rule
+           ("r03-ptb-md", SLIDE), ("r03-ptb-load", ON),                       # Penn Treebank: the corpus card
+           ("r03-ptb-fig-md", SLIDE), ("r03-ptb-fig", ON),                    # training against validation
+           ("r03-ptb-row-md", SLIDE), ("r03-ptb-table", ON), ("r03-ptb-read", FRAGMENT),  # the row, and how to read it
            ("e8a10b93", SLIDE), ("ca7e9f15", ON),                             # beside the literature
-           ("3e7cfcdb", SLIDE)),                                              # what to take away
+           ("3e7cfcdb", SLIDE), ("r03-takeaway", ON)),                        # what to take away
     "04": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # one Parameter, two uses
            ("c010", SLIDE), ("c011", ON),                                     # parameters saved (figure)
            ("c014", SLIDE), ("c015", ON), ("e4a1c016", FRAGMENT),             # what a seed fixes; one ulp grows
@@ -133,7 +140,10 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
 
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.
-HIDDEN: dict[str, tuple[str, ...]] = {}
+HIDDEN: dict[str, tuple[str, ...]] = {
+    "03": ("bcd15267", "r03-test-table", "r03-claims", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15",
+           "r03-takeaway"),
+}
 
 
 def hidden(lesson: str, cell_ids: Sequence[str]) -> set[str]:
