@@ -83,12 +83,16 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("r03-ptb-row-md", SLIDE), ("r03-ptb-table", ON), ("r03-ptb-read", FRAGMENT),  # the row, and how to read it
            ("e8a10b93", SLIDE), ("ca7e9f15", ON),                             # beside the literature
            ("3e7cfcdb", SLIDE), ("r03-takeaway", ON)),                        # what to take away
-    "04": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # one Parameter, two uses
-           ("c010", SLIDE), ("c011", ON),                                     # parameters saved (figure)
-           ("c014", SLIDE), ("c015", ON), ("e4a1c016", FRAGMENT),             # what a seed fixes; one ulp grows
-           ("e4a1c017", SLIDE), ("e4a1c018", ON), ("e4a1c020", FRAGMENT),     # untied against tied, seeds' spread
-           ("e4a1c021", SLIDE), ("e4a1c022", ON), ("e4a1c023", FRAGMENT),     # where it pays: rare words
+    "04": (("c000", SLIDE), ("r04-tied-md", SLIDE), ("r04-tied", ON),       # the claim; one matrix, two roles (diagram)
+           ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT), ("c007", ON),  # one Parameter; its gradient, a sum
+           ("c010", SLIDE), ("c011", ON),                                     # where the parameters sit (figure)
+           ("e4a1c017", SLIDE), ("e4a1c018", ON), ("r04-tie-table", ON),     # untied against tied, seeds' spread
+           ("e4a1c020", FRAGMENT),                                            # the curves and the seeds (figure)
+           ("e4a1c021", SLIDE), ("e4a1c022", ON), ("r04-freq-fig", ON),      # where it pays: rare words
+           ("r04-freq-read", FRAGMENT), ("e4a1c023", FRAGMENT),
+           ("r04-papers-md", SLIDE), ("c020", ON),                            # the papers' pairs
            ("c025", SLIDE), ("c026", ON),                                     # the neighbours explorer
+           ("r04-ptb-md", SLIDE), ("r04-ptb-load", ON), ("r04-ptb-table", ON),  # Penn Treebank: the tie's row
            ("c029", SLIDE), ("e4a1c029", ON)),                                # what to take away
     "05": (("89c26d93", SLIDE), ("c986541b", SLIDE),                          # the claim; the true matrix A
            ("463a024d", SLIDE), ("33ccfe1e", ON),                             # rank(HW^T) <= d (spectra)
@@ -143,6 +147,8 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
 HIDDEN: dict[str, tuple[str, ...]] = {
     "03": ("bcd15267", "r03-test-table", "r03-claims", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15",
            "r03-takeaway"),
+    "04": ("c011", "r04-tie-table", "e4a1c020", "r04-freq-fig", "r04-freq-read", "c020", "r04-ptb-table",
+           "e4a1c029"),
 }
 
 
