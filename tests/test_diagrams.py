@@ -83,6 +83,19 @@ def test_the_projector_check_reads_only_the_tick_labels_a_plot_draws():
     assert any("leaves the figure" in p for p in diagrams.problems(log))
 
 
+def test_a_plain_plot_passes_and_only_drawn_tick_labels_are_checked():
+    """Matplotlib keeps labels for ticks outside an axis's view (a log axis has many), placed off the axes and never
+    drawn: they are not what a projector shows. A drawn label that leaves the figure is still found."""
+    fig = diagrams._blank(10, 4.6)
+    ax = fig.add_subplot()
+    ax.plot([1, 2, 3, 4, 5, 6], [300, 200, 150, 140, 145, 150])
+    ax.set_yscale("log")
+    fig.tight_layout()
+    assert diagrams.problems(fig) == []
+    ax.set_xticks([1, 6], ["a long label at the left edge", "another at the right edge"], fontsize=30)
+    assert "another at the right edge" in diagrams.outside_text(fig)
+
+
 def test_the_editors_guide_lists_every_diagram():
     from lmcourse.course.catalog import REPO
 

@@ -597,9 +597,16 @@ def _undrawn_tick_labels(fig) -> set:
 
 
 def _texts(fig):
+    """The texts a reader sees: visible, not empty, and no tick label of a tick outside its axis's view, or of an
+    axis switched off (matplotlib keeps those labels, placed off the axes, but does not draw them)."""
     from matplotlib.text import Text
 
     undrawn = _undrawn_tick_labels(fig)
+    for ax in fig.axes:  # an axis switched off draws none of its tick labels
+        for axis in (ax.xaxis, ax.yaxis):
+            if not (ax.axison and axis.get_visible()):
+                undrawn.update(id(label) for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+                               for label in (tick.label1, tick.label2))
     return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in undrawn]
 
 

@@ -83,20 +83,31 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
             ("c029", SLIDE), ("c030f", ON), ("c031", FRAGMENT),               # the forget gates learned (figure)
             ("c032", SLIDE), ("c035", ON), ("c036", FRAGMENT),                # agreement at a distance (figure)
             ("c038", SLIDE), ("c038t", ON)),                                  # what to take away
-    "03": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # standard against locked masks
+    "03": (("c000", SLIDE), ("r03-masks-md", SLIDE), ("r03-masks", ON),       # the claim; four masks (diagram)
+           ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),                 # standard against locked masks
            ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # embedding dropout (figure)
-           ("r03-rec-md", SLIDE), ("r03-rec-md3", SLIDE), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
-           ("c018", SLIDE), ("d06a776c", SLIDE), ("473429c6", ON),            # six variants; the curves
-           ("f2b5e451", FRAGMENT), ("bcd15267", ON),                          # test perplexity over the seeds
-           ("fc16cd75", SLIDE), ("21d8a424", ON),                             # the three claims, beyond the spread
+           ("r03-wd-md", SLIDE), ("c011", ON),                                # weight drop: the mask on W_hh
+           ("r03-rec-md", SLIDE), ("r03-rec-md3", FRAGMENT), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
+           ("c018", SLIDE), ("c021", ON),                                     # eight variants, loaded
+           ("d06a776c", SLIDE), ("473429c6", ON), ("f2b5e451", FRAGMENT),     # the curves: alone
+           ("r03-curves2-md", SLIDE), ("r03-curves2", ON), ("r03-curves2-read", FRAGMENT),  # inside the full model
+           ("r03-test-md", SLIDE), ("bcd15267", ON), ("r03-test-table", FRAGMENT),  # test perplexity over the seeds
+           ("fc16cd75", SLIDE), ("r03-claims", ON),                           # the papers' directions, to the rule
+           ("r03-ptb-md", SLIDE), ("r03-ptb-load", ON),                       # Penn Treebank: the corpus card
+           ("r03-ptb-fig-md", SLIDE), ("r03-ptb-fig", ON),                    # training against validation
+           ("r03-ptb-row-md", SLIDE), ("r03-ptb-table", ON), ("r03-ptb-read", FRAGMENT),  # the row, and how to read it
            ("e8a10b93", SLIDE), ("ca7e9f15", ON),                             # beside the literature
-           ("3e7cfcdb", SLIDE)),                                              # what to take away
-    "04": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # one Parameter, two uses
-           ("c010", SLIDE), ("c011", ON),                                     # parameters saved (figure)
-           ("c014", SLIDE), ("c015", ON), ("e4a1c016", FRAGMENT),             # what a seed fixes; one ulp grows
-           ("e4a1c017", SLIDE), ("e4a1c018", ON), ("e4a1c020", FRAGMENT),     # untied against tied, seeds' spread
-           ("e4a1c021", SLIDE), ("e4a1c022", ON), ("e4a1c023", FRAGMENT),     # where it pays: rare words
+           ("3e7cfcdb", SLIDE), ("r03-takeaway", ON)),                        # what to take away
+    "04": (("c000", SLIDE), ("r04-tied-md", SLIDE), ("r04-tied", ON),       # the claim; one matrix, two roles (diagram)
+           ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT), ("c007", ON),  # one Parameter; its gradient, a sum
+           ("c010", SLIDE), ("c011", ON),                                     # where the parameters sit (figure)
+           ("e4a1c017", SLIDE), ("e4a1c018", ON), ("r04-tie-table", ON),     # untied against tied, seeds' spread
+           ("e4a1c020", FRAGMENT),                                            # the curves and the seeds (figure)
+           ("e4a1c021", SLIDE), ("e4a1c022", ON), ("r04-freq-fig", ON),      # where it pays: rare words
+           ("r04-freq-read", FRAGMENT), ("e4a1c023", FRAGMENT),
+           ("r04-papers-md", SLIDE), ("c020", ON),                            # the papers' pairs
            ("c025", SLIDE), ("c026", ON),                                     # the neighbours explorer
+           ("r04-ptb-md", SLIDE), ("r04-ptb-load", ON), ("r04-ptb-table", ON),  # Penn Treebank: the tie's row
            ("c029", SLIDE), ("e4a1c029", ON)),                                # what to take away
     "05": (("89c26d93", SLIDE),                                               # the claim
            ("05-bottleneck-md", SLIDE), ("05-bottleneck", ON),                # the factorisation (diagram)
@@ -160,6 +171,10 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "01": ("r01-backoff-fig", "c022", "r01-table"),                           # a diagram; a figure; the results table
     "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
     "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027f", "c027m", "c030f", "c035", "c038t"),
+    "03": ("bcd15267", "r03-test-table", "r03-claims", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15",
+           "r03-takeaway"),
+    "04": ("c011", "r04-tie-table", "e4a1c020", "r04-freq-fig", "r04-freq-read", "c020", "r04-ptb-table",
+           "e4a1c029"),
     "05": ("05-bottleneck", "5c4f3d6c", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
