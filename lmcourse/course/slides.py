@@ -152,16 +152,19 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
     "09": (("8b6c15ea", SLIDE),                                               # the claim: the ladder
            ("5eb86e4a", SLIDE), ("9afd36b8", ON),                             # NT-ASGD's trigger on screen
            ("8fc0ba4d", SLIDE), ("61091d21", ON),                             # variable BPTT (figure)
-           ("e48560dc", SLIDE), ("03c39d8f", ON), ("005d8411", FRAGMENT), ("59a3d7da", ON),  # the ladder
+           ("e48560dc", SLIDE), ("03c39d8f", ON), ("005d8411", FRAGMENT), ("59a3d7da", ON),  # the ladder (table)
+           ("09a1c0e1", SLIDE), ("09a1c0e2", ON),                             # the ladder, drawn (diagram)
            ("f502e3df", SLIDE), ("f46a2800", ON),                             # every validation curve
-           ("b2424505", SLIDE), ("6572db77", ON),                             # beside the papers
-           ("f0bde711", SLIDE)),                                              # what to take away
+           ("09a1c0e4", SLIDE), ("09a1c0e7", ON),                             # the ladder on Penn Treebank (figure)
+           ("09a1c0e8", SLIDE), ("09a1c0e9", ON),                             # our steps against the papers' steps
+           ("f0bde711", SLIDE), ("09a1c0ec", ON)),                            # what to take away
     "10": (("42c60c96", SLIDE),                                               # the claim: the cache already attends
            ("4f8abbe5", SLIDE), ("6a69b09c", ON),                             # the cache as attention, through torch
-           ("44e71592", SLIDE), ("3e710573", ON),                             # causal attention vs the fused kernel
+           ("44e71592", SLIDE), ("10a1c0e0", ON),                             # the attention block (diagram)
+           ("10a1c0e1", SLIDE), ("3e710573", ON),                             # causal attention vs the fused kernel
            ("643a6b41", SLIDE), ("6bad3fba", ON), ("04b06b7b", FRAGMENT),     # the ladder with the Transformer (figure)
-           ("9c31d35a", SLIDE),                                               # the heads explorer
-           ("4283d270", SLIDE),                                               # what the lesson measured
+           ("10a1c0e2", SLIDE), ("9c31d35a", ON),                             # the heads explorer
+           ("10a1c0e3", SLIDE), ("4283d270", ON),                             # what the lesson measured
            ("49172fd0", SLIDE)),                                              # what to take away
 }
 
@@ -178,6 +181,9 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "05": ("05-bottleneck", "5c4f3d6c", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
+    "09": ("03c39d8f", "09a1c0e2", "132ed614", "09a1c0e7", "09a1c0e9", "09a1c0ec"),   # the ladder's table and drawing,
+                                                   # the measurements' table, the PTB figure and table, the take-away
+    "10": ("10a1c0e0", "4283d270"),                # the attention block (diagram), what the lesson measured
 }
 
 
