@@ -5,7 +5,7 @@ import json
 import pytest
 
 from lmcourse.course import exercises as registry
-from lmcourse.course import lint
+from lmcourse.authoring import lint
 from lmcourse.course.rendered import hide_input
 
 SHOWN = [{"output_type": "stream", "name": "stdout", "text": "a result\n"}]

@@ -1,12 +1,13 @@
 """Cells shown by their output alone: the take-away helper, the hidden-input flag, and every place that honours it
-(the stamp of lmcourse/course/slides.py, the static decks of make slides and the book of make book)."""
+(the stamp of lmcourse/authoring/slides.py, the static decks of make slides and the book of make book)."""
 import copy
 import json
 
 import nbformat
 import pytest
 
-from lmcourse.course import rendered, slides
+from lmcourse.authoring import slides
+from lmcourse.course import rendered
 from lmcourse.course.rendered import HIDDEN_KEY, drop_hidden_inputs, hide_input, input_hidden, markdown, takeaway
 
 FORMATTING = "SECRET_FORMATTING = 'the python behind the take-away'"
@@ -71,7 +72,7 @@ def test_drop_hidden_inputs_marks_only_hidden_code_cells():
 
 @pytest.mark.parametrize("hidden", [True, False])
 def test_deck_and_book_leave_out_a_hidden_input_and_keep_its_output(tmp_path, hidden):
-    from lmcourse.course import book, deck
+    from lmcourse.authoring import book, deck
 
     path = tmp_path / "99_demo.ipynb"
     nbformat.write(_lesson_notebook(hidden), str(path))

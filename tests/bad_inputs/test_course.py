@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lmcourse.course import book, lessons
+from lmcourse.authoring import book, lessons
 from lmcourse.course.results import Results
 
 from .helpers import assert_one_sentence, files_under

@@ -2,7 +2,7 @@
 
 ::
 
-    python -m lmcourse.course.book [--out book]      # make book
+    python -m lmcourse.authoring.book [--out book]      # make book
 
 writes ``index.html`` (the lessons, linked, with what each teaches) and one page per lesson, made by
 nbconvert's HTML exporter (JupyterLab's look) with every picture embedded as a data URI. Nothing is
@@ -33,11 +33,11 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..course.rendered import drop_hidden_inputs
 from ..errors import LMCourseError, WriteError, sentence
 from ..training.checkpoint import atomic_write
 from .lessons import NOTEBOOKS, NotebookError, lessons, read_notebook
 from .outputs import STAMP
-from .rendered import drop_hidden_inputs
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
@@ -129,8 +129,8 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: 
     """Write the site into ``out``; one dict per lesson page: file, title, scale, images, widgets.
 
     Every lesson is read and checked first; a broken one, or one saved with an error, is a
-    :class:`~lmcourse.course.lessons.NotebookError` and nothing is written. With ``results`` it also writes the
-    results page (:mod:`lmcourse.course.results_page`), linked from the index."""
+    :class:`~lmcourse.authoring.lessons.NotebookError` and nothing is written. With ``results`` it also writes the
+    results page (:mod:`lmcourse.authoring.results_page`), linked from the index."""
     import jinja2
     from nbconvert import HTMLExporter
 
@@ -208,7 +208,7 @@ repository and run <code>make lab</code>; the sliders and boxes shown here as pi
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.book",
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.authoring.book",
                                      description="Build the course's static site from the lessons' stored outputs.")
     parser.add_argument("--out", default="book", help="the folder to write (default: book)")
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")

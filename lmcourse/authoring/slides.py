@@ -22,9 +22,9 @@ Because other edits move and add cells, the stamps are written by a command that
 time (``make lessons`` runs it before saving), and ``tests/test_slides.py`` fails when a committed
 notebook's stamps differ from this declaration or a declared id no longer exists::
 
-    python -m lmcourse.course.slides stamp [LESSON ...]     # write the declared stamps (idempotent)
-    python -m lmcourse.course.slides check [LESSON ...]     # status 1 when a notebook differs
-    python -m lmcourse.course.slides summary [LESSON ...]   # each demo path: slides and minutes
+    python -m lmcourse.authoring.slides stamp [LESSON ...]     # write the declared stamps (idempotent)
+    python -m lmcourse.authoring.slides check [LESSON ...]     # status 1 when a notebook differs
+    python -m lmcourse.authoring.slides summary [LESSON ...]   # each demo path: slides and minutes
 
 A demo path runs from the stored runs: after Run All (which loads them), every code cell on it answers
 within about ten seconds at ``cpu``; the cells that train when no stored run matches are off the path.
@@ -39,8 +39,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .catalog import NOTEBOOKS, check_writable, lesson_id, lessons
-from .rendered import hide_input, input_hidden
+from ..course.catalog import NOTEBOOKS, check_writable, lesson_id, lessons
+from ..course.rendered import hide_input, input_hidden
 
 SLIDE, SUB, FRAGMENT, ON = "slide", "subslide", "fragment", "-"
 SKIP = "skip"
@@ -193,19 +193,19 @@ def hidden(lesson: str, cell_ids: Sequence[str]) -> set[str]:
     missing = sorted(chosen - set(cell_ids))
     if missing:
         raise KeyError(f"Lesson {lesson}'s hidden inputs name cells it no longer has ({', '.join(missing)}): "
-                       "update HIDDEN in lmcourse/course/slides.py to the notebook's current cell ids.")
+                       "update HIDDEN in lmcourse/authoring/slides.py to the notebook's current cell ids.")
     return chosen
 
 
 def declared(lesson: str, cell_ids: Sequence[str]) -> dict[str, str]:
     """``{cell id: slide type}`` for every cell of a lesson: its demo path as declared, the rest ``skip``."""
     if lesson not in DEMO:
-        raise KeyError(f"Lesson {lesson} has no demo path: declare one in lmcourse/course/slides.py (DEMO).")
+        raise KeyError(f"Lesson {lesson} has no demo path: declare one in lmcourse/authoring/slides.py (DEMO).")
     path = dict(DEMO[lesson])
     missing = [c for c in path if c not in cell_ids]
     if missing:
         raise KeyError(f"Lesson {lesson}'s demo path names cells it no longer has ({', '.join(missing)}): "
-                       "update DEMO in lmcourse/course/slides.py to the notebook's current cell ids.")
+                       "update DEMO in lmcourse/authoring/slides.py to the notebook's current cell ids.")
     return {c: path.get(c, SKIP) for c in cell_ids}
 
 
@@ -288,7 +288,7 @@ def demo_length(nb: dict, lesson: str) -> dict:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.slides", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.authoring.slides", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("stamp", "check", "summary"))
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
     args = parser.parse_args(argv)
@@ -312,7 +312,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
         return 2
     if status:
-        print("run: python -m lmcourse.course.slides stamp", file=sys.stderr)
+        print("run: python -m lmcourse.authoring.slides stamp", file=sys.stderr)
     return status
 
 
