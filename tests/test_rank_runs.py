@@ -183,3 +183,30 @@ def test_untied_word_vectors_as_wide_as_the_tied_ones():
         LMConfig(V, tie=True, vector_size=8, **config)
     with pytest.raises(ValueError, match="vector_size"):
         LMConfig(V, vector_size=0)
+
+
+def test_a_runs_key_names_the_embedded_corpus_whatever_LMCOURSE_DATASET_says(monkeypatch):
+    """Lessons 05 and 06 read only variants of the embedded corpus: LMCOURSE_DATASET=ptb must find their runs
+    under the same key, never train them again under another name."""
+    from types import SimpleNamespace
+
+    from lmcourse import config
+    from lmcourse.store.stored_runs import CachedRun
+
+    seen = []
+
+    def store(name, settings, fit, vocab, **key):
+        seen.append(key)
+        return CachedRun(SimpleNamespace(), [], True, None)
+
+    monkeypatch.setattr(rank_runs, "train_or_load", store)
+    corpus = SimpleNamespace(name="embedded-demo", train=torch.zeros(100, dtype=torch.long),
+                             valid=torch.zeros(50, dtype=torch.long), vocab=object())
+    for dataset in ("ptb", "embedded"):
+        monkeypatch.setattr(config, "DATASET", dataset)
+        rank_runs.train("demo", corpus, rank_runs.model_config(V, 4), rank_runs.train_config(1), plot=False,
+                        scale="ci")
+    assert [k["dataset"] for k in seen] == [rank_runs.DATASET] * 2 == ["embedded"] * 2
+    rank_runs.train("demo", corpus, rank_runs.model_config(V, 4), rank_runs.train_config(1), plot=False, scale="ci",
+                    dataset="other")
+    assert seen[-1]["dataset"] == "other"                                   # an explicit dataset is kept

@@ -86,11 +86,13 @@ def test_deck_and_book_leave_out_a_hidden_input_and_keep_its_output(tmp_path, hi
 
 @pytest.fixture
 def declared_hidden():
-    """Lesson 01 with its take-away slide's cell declared hidden (restored afterwards)."""
+    """Lesson 01 with its take-away slide's cell declared hidden too, beside the cells the lesson hides
+    (restored afterwards)."""
     saved = copy.deepcopy(slides.HIDDEN)
     lesson = "01"
     cell = slides.DEMO[lesson][-1][0]
-    slides.HIDDEN[lesson] = (cell,)
+    assert cell not in saved.get(lesson, ()), "the fixture needs a cell the lesson does not hide already"
+    slides.HIDDEN[lesson] = tuple(saved.get(lesson, ())) + (cell,)
     yield lesson, cell
     slides.HIDDEN.clear()
     slides.HIDDEN.update(saved)
@@ -100,11 +102,12 @@ def test_the_stamp_writes_the_declared_hidden_inputs_and_only_those(declared_hid
     lesson, chosen = declared_hidden
     path = next(p for p in slides.lessons() if slides.lesson_id(p) == lesson)
     nb = json.loads(path.read_text(encoding="utf-8"))
-    stray = next(c for c in nb["cells"] if c["cell_type"] == "code" and c["id"] != chosen)
+    stray = next(c for c in nb["cells"] if c["cell_type"] == "code" and c["id"] not in slides.HIDDEN[lesson])
     hide_input(stray)  # collapsed by accident in JupyterLab
     assert {line.split(":")[0] for line in slides.differences(nb, lesson)} == {f"cell {chosen}", f"cell {stray['id']}"}
     assert slides.stamp(nb, lesson) == 2 and slides.stamp(nb, lesson) == 0
-    assert [c["id"] for c in nb["cells"] if input_hidden(c)] == [chosen]
+    assert {c["id"] for c in nb["cells"] if input_hidden(c)} == set(slides.HIDDEN[lesson])
+    assert chosen in slides.HIDDEN[lesson] and stray["id"] not in slides.HIDDEN[lesson]
     assert slides.differences(nb, lesson) == []
 
 

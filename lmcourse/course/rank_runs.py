@@ -21,7 +21,9 @@ training long before its rank. These runs are set up so that the rank binds:
 :mod:`lmcourse.course.runs.lesson06`, are also committed in ``reference_runs/``), on one CPU thread: these
 models are small, and one thread is as fast as two on an idle 2-core machine and much faster on a busy one.
 A run given the corpus variant's ``params`` is keyed by their fields (as the course model is), so that the
-registry can rebuild its corpus and check a committed run against it.
+registry can rebuild its corpus and check a committed run against it. Its key names the embedded corpus
+(:data:`DATASET`) whatever ``LMCOURSE_DATASET`` says: these runs read a variant of it and nothing else, so another
+setting must not make them train the same thing again under another name.
 """
 from __future__ import annotations
 
@@ -40,7 +42,10 @@ from ..training.callbacks import LivePlot
 from ..training.trainconfig import key_fields
 from ..training.trainer import Trainer, TrainConfig
 
-__all__ = ["LOOKUP_RICH", "lookup_rich", "model_config", "train_config", "run_settings", "train"]
+__all__ = ["DATASET", "LOOKUP_RICH", "lookup_rich", "model_config", "train_config", "run_settings", "train"]
+
+# The corpus these runs read (a variant of it), and so the dataset in their keys, whatever LMCOURSE_DATASET says.
+DATASET = config.EMBEDDED
 
 # The corpus's knobs that make lookups frequent and the rest of the language small.
 LOOKUP_RICH = dict(lookup_rate=0.95, phrase_rate=0.0, n_keys=100, n_values=100,
@@ -98,8 +103,9 @@ def train(name: str, corpus, model, training: TrainConfig, valid_tokens: Optiona
           params: Optional[Params] = None, lesson: Optional[str] = None) -> CachedRun:
     """Train ``model`` with ``training`` on ``corpus`` (or load the stored run), scoring the first
     ``valid_tokens`` of validation text after each epoch; the live curve (``plot``) carries ``floor``.
-    ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key, and ``params`` (the
-    corpus variant, :func:`lookup_rich`) when given. A run given a ``lesson`` is one of that lesson's
+    ``scale`` (default: the current one) and ``dataset`` (default: :data:`DATASET`, the embedded corpus these runs
+    read, never ``LMCOURSE_DATASET``'s) go into the stored run's key, and ``params`` (the corpus variant,
+    :func:`lookup_rich`) when given. A run given a ``lesson`` is one of that lesson's
     reference runs (``make runs`` writes it into ``reference_runs/``); without one it stays in the user's cache."""
     valid = corpus.valid if valid_tokens is None else corpus.valid[:valid_tokens]
     settings = run_settings(corpus, model, training, valid_tokens, params)
@@ -117,6 +123,6 @@ def train(name: str, corpus, model, training: TrainConfig, valid_tokens: Optiona
 
     run = train_or_load(name, settings, fit, corpus.vocab, retrain=retrain, reference_run=lesson is not None,
                         lesson=lesson, scale=scale or config.SCALE,
-                        dataset=config.DATASET if dataset is None else dataset)
+                        dataset=DATASET if dataset is None else dataset)
     run.model.vocab = corpus.vocab
     return run

@@ -50,24 +50,39 @@ TYPES = (SLIDE, SUB, FRAGMENT, ON, "notes", SKIP)
 SPEAKING_S = {SLIDE: 60, SUB: 45, FRAGMENT: 20, ON: 0}
 
 DEMO: dict[str, tuple[tuple[str, str], ...]] = {
-    "01": (("c000", SLIDE), ("c006", SLIDE),                                  # the claim; score() and perplexity
-           ("c010", SLIDE), ("c013", FRAGMENT),                               # add-k, best k per order (figure)
+    "01": (("c000", SLIDE),                                                  # the claim
+           ("r01-ppl", SLIDE), ("c005", ON), ("c006", FRAGMENT),              # perplexity: 1 and V; score()
+           ("r01-counts", SLIDE), ("c007", ON),                               # unseen n-grams by order (figure)
+           ("c010", SLIDE), ("c011", FRAGMENT),                               # add-k: an unseen history gets 1/V
+           ("c012", SLIDE), ("c013", ON),                                     # best k per order (figure)
+           ("r01-backoff", SLIDE), ("r01-backoff-fig", ON),                   # interpolation, drawn (diagram)
            ("c016", SLIDE), ("c017", FRAGMENT), ("c018", FRAGMENT),           # Kneser-Ney derived on screen
-           ("c021", SLIDE), ("c022", ON), ("c023", FRAGMENT),                 # perplexity against order (figure)
+           ("r01-mkn", SLIDE), ("c019", ON),                                  # modified KN's three discounts
+           ("r01-order", SLIDE), ("c021", ON), ("c022", ON), ("c023", FRAGMENT),  # perplexity against order
+           ("r01-ptb", SLIDE), ("r01-ptb-kn5", ON), ("r01-ptb-after", FRAGMENT),  # KN5 on Penn Treebank
            ("c025", SLIDE), ("c026", ON),                                     # samples
-           ("c028", SLIDE), ("c029", SLIDE)),                                 # the numbers; what to take away
+           ("c027", SLIDE), ("r01-table", ON),                                # the numbers
+           ("c029", SLIDE)),                                                  # what to take away
     "02": (("c000", SLIDE), ("c003", SLIDE), ("c004", FRAGMENT),              # the claim; the equations, coded
+           ("r02-cell", SLIDE), ("r02-cell-fig", ON),                         # the cell, drawn (diagram)
            ("c005", SLIDE), ("c006", ON), ("c007", FRAGMENT),                 # checked against torch.nn.LSTM
-           ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # gradient against lag (figure)
+           ("r02-grad", SLIDE), ("r02-gradpath", ON),                         # the gradient's two paths (diagram)
+           ("r02-products", SLIDE),                                           # the two products
+           ("r02-measure", SLIDE), ("c008", ON), ("c009", ON), ("c010", FRAGMENT),  # gradient against lag
+           ("r02-exact", SLIDE), ("c011", ON),                                # exactly the product of forget gates
            ("c012", SLIDE), ("c013", ON),                                     # the forget bias decides
-           ("c020", SLIDE), ("c021", ON), ("c022", FRAGMENT)),                # clipping, measured (figure)
-    "02b": (("c000", SLIDE), ("c009", SLIDE),                                 # the claim; samples as training goes
-            ("c010", SLIDE), ("c011", FRAGMENT),                              # bits per character beside KN (figure)
-            ("c016", SLIDE), ("c018", SLIDE), ("c019", ON), ("c020", ON),     # decoding; the temperature slider
-            ("c027", SLIDE), ("c028", FRAGMENT),                              # the word model overfits (figure)
-            ("c029", SLIDE), ("c030", ON), ("c031", FRAGMENT),                # the forget gates learned (figure)
+           ("c020", SLIDE), ("c021", ON), ("r02-clipfig", ON), ("c022", FRAGMENT),  # clipping, measured (figure)
+           ("r02-takeaway", SLIDE)),                                          # what to take away
+    "02b": (("c000", SLIDE), ("c00m", SLIDE), ("c00d", ON),                   # the claim; the LSTM cell (diagram)
+            ("c00s", SLIDE), ("c008", ON), ("c009", FRAGMENT),                # samples along training (seed 0)
+            ("c009b", SLIDE), ("c012", ON), ("c012m", FRAGMENT),              # three seeds against the KN 7-gram
+            ("c016", SLIDE), ("c017", ON),                                    # decoding; temperature (figure)
+            ("c018", SLIDE), ("c019", ON), ("c020", ON),                      # three temperatures; the slider
+            ("c027h", SLIDE), ("c027f", ON), ("c027m", FRAGMENT),             # the word model overfits (figure)
+            ("c028", SUB),                                                    # reading the curves
+            ("c029", SLIDE), ("c030f", ON), ("c031", FRAGMENT),               # the forget gates learned (figure)
             ("c032", SLIDE), ("c035", ON), ("c036", FRAGMENT),                # agreement at a distance (figure)
-            ("c038", SLIDE)),                                                 # what to take away
+            ("c038", SLIDE), ("c038t", ON)),                                  # what to take away
     "03": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # standard against locked masks
            ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # embedding dropout (figure)
            ("r03-rec-md", SLIDE), ("r03-rec-md3", SLIDE), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
@@ -83,19 +98,27 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("e4a1c021", SLIDE), ("e4a1c022", ON), ("e4a1c023", FRAGMENT),     # where it pays: rare words
            ("c025", SLIDE), ("c026", ON),                                     # the neighbours explorer
            ("c029", SLIDE), ("e4a1c029", ON)),                                # what to take away
-    "05": (("89c26d93", SLIDE), ("c986541b", SLIDE),                          # the claim; the true matrix A
+    "05": (("89c26d93", SLIDE),                                               # the claim
+           ("05-bottleneck-md", SLIDE), ("05-bottleneck", ON),                # the factorisation (diagram)
+           ("c986541b", SLIDE), ("48cdf944", ON),                             # the true matrix A, its corpus card
            ("463a024d", SLIDE), ("33ccfe1e", ON),                             # rank(HW^T) <= d (spectra)
            ("78ca01a2", SLIDE), ("d2a5732d", ON), ("43614684", FRAGMENT),     # the rank of the truth
            ("c3346220", SLIDE), ("b5df1043", ON), ("11793a5d", FRAGMENT),     # KL against d (figure)
            ("5ffab446", SLIDE), ("a6c8e787", ON),                             # the rank explorer
-           ("23a09c93", SLIDE), ("ad26da86", ON),                             # trained models
+           ("23a09c93", SLIDE), ("ad26da86", ON),                             # trained models, the rich corpus's card
+           ("adf2dade", SLIDE), ("36b39237", ON), ("05-bound-table", FRAGMENT),  # beside the best fit (figure)
+           ("05-spectra-md", SLIDE), ("55795759", ON), ("8b04fd15", FRAGMENT),   # their spectra stop at d
            ("f4ae59d1", SLIDE)),                                              # what to take away
-    "06": (("a744e7a0", SLIDE), ("4c64e531", ON),                             # the claim and the papers' gain
+    "06": (("a744e7a0", SLIDE), ("4c64e531", ON),                             # the claim and the papers' rows
+           ("06-head-md", SLIDE), ("06-head", ON),                            # the head (diagram)
            ("5f0dc960", SLIDE), ("e82eebde", ON),                             # the mixture, written out
-           ("ba7fc8ec", SLIDE), ("cc403cd4", ON), ("bf2eaf4e", FRAGMENT),     # its rank beyond d (spectra)
+           ("ba7fc8ec", SLIDE), ("cc403cd4", ON), ("06-rank-random-text", FRAGMENT),  # its rank beyond d (spectra)
            ("b75dfd2e", SLIDE), ("0c4a3760", ON), ("202629da", FRAGMENT),     # fitted to the truth
            ("650ae526", SLIDE), ("2132f411", ON),                             # trained side by side (figure)
-           ("9a0bb91e", SLIDE), ("ee747ec7", ON), ("22c117c8", FRAGMENT),     # where it helps: the lookups
+           ("9a0bb91e", SLIDE), ("ee747ec7", ON), ("06-groups-figure", ON),   # where it helps: the lookups
+           ("22c117c8", FRAGMENT),
+           ("06-rank-trained-md", SLIDE), ("06-rank-trained-figure", ON),     # the trained ranks (spectra)
+           ("531335d1", FRAGMENT),
            ("4c018c35", SLIDE), ("efc2c487", ON),                             # the cost, measured
            ("a99d6553", SLIDE), ("894a0243", ON)),                            # what to take away
     "07": (("d41f2d57", SLIDE), ("b0ede868", ON),                             # the claim; the papers' changes
@@ -139,6 +162,12 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.
 HIDDEN: dict[str, tuple[str, ...]] = {
+    "01": ("r01-backoff-fig", "c022", "r01-table"),                           # a diagram; a figure; the results table
+    "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
+    "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027f", "c027m", "c030f", "c035", "c038t"),
+    "05": ("05-bottleneck", "5c4f3d6c", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
+    "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
+           "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
     "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "7838bead", "a6d12821", "f21a9998", "2d74acbc"),
     "08": ("8b7a2346", "0ddf8d95", "44a81cee", "d2c3f745", "bb44924d", "f17146d2", "0afcfd50", "07fe00b6", "4b5f33b1",
            "7d81f07b", "c7ae9622"),

@@ -56,8 +56,8 @@ def word_bits_reference(ppl: float, n_words: int, n_chars: int) -> float:
     return n_words * math.log2(ppl) / n_chars
 
 
-@exercise("02b.word-bits", hint="perplexity is 2 to the power of the bits per word, so the whole text costs N times "
-                                "log2 of P bits; divide by the number of characters.")
+@exercise("02b.word-bits", hint="perplexity is 2 to the power of the bits per word: how many bits does the whole text of "
+                                "N words cost, then, and over how many characters are they spread?")
 def check_word_bits(answer) -> str:
     for ppl, n_words, n_chars in ((33.4, 80_000, 452_000), (141.0, 82_430, 449_945), (2.0, 10, 40)):
         want = word_bits_reference(ppl, n_words, n_chars)
@@ -95,9 +95,10 @@ def _layers():
     return (plain, raised), inputs
 
 
-@exercise("02b.forget-share", hint="the package's unroll (lmcourse.networks.gradflow) returns the forget gates step "
-                                   "by step, from zero states; count the activations above the threshold over all "
-                                   "of them. For the steps, solve f to the power k = 1/2 with logarithms and round up.")
+@exercise("02b.forget-share", hint="which of the outputs of the package's unroll (lmcourse.networks.gradflow) holds the "
+                                   "forget gates, and over which axes do you count them? For the steps: which "
+                                   "whole k is the first to make f to the power k fall below one half?",
+          predicts=(math.ceil(math.log(0.5) / math.log(HALF_LIFE_GATE)),))
 def check_forget_share(answer) -> str:
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
         raise Wrong("give the pair (share_near_one, steps_to_half).")
@@ -139,8 +140,8 @@ STOP_CASES = (([9.0, 7.0, 6.0, 6.5, 6.8, 7.2, 5.0], 3), ([9.0, 7.0, 6.0, 6.5, 6.
               ([4.0, 3.0, 3.0, 3.0, 2.9], 2), ([4.0, 3.0, 3.5, 3.6], 10))
 
 
-@exercise("02b.early-stop", hint="walk through the epochs in order, remembering the lowest perplexity so far and the "
-                                 "epoch that reached it; after each epoch, ask how many epochs ago that was.")
+@exercise("02b.early-stop", hint="after each epoch, which epoch holds the lowest perplexity so far, and how many epochs "
+                                 "ago was it? When is that number large enough to stop?")
 def check_early_stop(answer) -> str:
     for valid_ppl, patience in STOP_CASES:
         want = early_stop_reference(valid_ppl, patience)

@@ -39,8 +39,8 @@ def _fit_cases() -> list[tuple[str, torch.Tensor, int]]:
             ("log_softmax(H W^T + b) built with d = 4, fitted with d = 4", built, 4)]
 
 
-@exercise("05.svd-fit", hint="the row shift and the bias are free in a softmax: take out what they can absorb first, "
-                             "then ask which rank-d matrix is closest to what is left (the lesson's spectrum cell).")
+@exercise("05.svd-fit", hint="which two shifts does a softmax absorb for free, and what is left of A once they are "
+                             "taken out? Which rank-d matrix is closest to that rest (the lesson's spectrum cell)?")
 def check_svd_fit(answer) -> str:
     for what, A, d in _fit_cases():
         logits = torch.as_tensor(answer(A.clone(), d)).double()
@@ -65,8 +65,8 @@ def _nobias_cases() -> list[tuple[str, torch.Tensor]]:
             ("the lookup table with 20 values", lookup_log_probs(Params(n_values=20)))]
 
 
-@exercise("05.no-bias", hint="without a bias only the row shift (the normaliser) is free: remove the row means "
-                             "and take the numerical rank.")
+@exercise("05.no-bias", hint="a softmax with a bias absorbs a row shift and a column shift; without the bias, "
+                             "which of the two is still free? What does that change in the lesson's min_softmax_dim?")
 def check_no_bias(answer) -> str:
     for what, A in _nobias_cases():
         got, want = answer(A.clone()), min_softmax_dim(A, bias=False)
@@ -115,8 +115,8 @@ def sharpness_reference() -> dict:
             "ratio": ratio, "kl": (kl_a, kl_b)}
 
 
-@exercise("05.sharpness", hint="log softmax(s G) is s G less a row shift; a peaked row is decided by its few "
-                               "likely values.")
+@exercise("05.sharpness", hint="log softmax(s G) is s G less a row shift: what does multiplying a matrix by s do "
+                               "to its singular values, and to its rank? Which values decide a peaked row?")
 def check_sharpness(answer) -> str:
     if not isinstance(answer, dict) or set(answer) != {"sigma", "min_dim", "kl_16"}:
         raise Wrong('give a dict with the keys "sigma", "min_dim" and "kl_16".')

@@ -35,8 +35,8 @@ def _mixture_reference(log_pi: torch.Tensor, logits: torch.Tensor) -> torch.Tens
     return torch.logsumexp(log_pi.unsqueeze(-1) + torch.log_softmax(logits, -1), dim=1)  # (N, V)
 
 
-@exercise("06.mixture", hint="write p(w) = sum_k pi_k p_k(w) with everything as logs: a product of probabilities is a sum "
-                             "of logs, and torch has a function for the log of a sum of exps.")
+@exercise("06.mixture", hint="p(w) = sum_k pi_k p_k(w): what is the log of each product pi_k p_k(w)? And which torch "
+                             "function gives the log of a sum of exps without leaving log space?")
 def check_mixture(answer) -> str:
     for what, log_pi, logits in _mixture_cases():
         got = torch.as_tensor(answer(log_pi.clone(), logits.clone())).double()
@@ -77,8 +77,8 @@ def _rank_truth() -> dict:
 
 
 @exercise("06.rank", predicts=lambda: (_rank_truth(),),
-          hint="a softmax's log-probabilities are H W^T (rank d) plus a bias and a row shift; a K = 1 "
-                          "mixture is one softmax; a mixture's log of a sum is not a product.")
+          hint="how much rank do H W^T, a bias and a row shift each add? What is a mixture with K = 1? "
+                          "And is the log of a sum of two softmaxes still a product through d numbers?")
 def check_rank(answer) -> str:
     truth = _rank_truth()
     if not isinstance(answer, dict) or set(answer) != set(truth):
@@ -99,8 +99,8 @@ def _memory_cases() -> list[tuple[tuple, int]]:
             ((35, 20, 4, 1_000, 40), 35 * 20 * 4 * 1_000)]  # a sub-batch larger than the batch is the batch
 
 
-@exercise("06.memory", hint="the tensor is T x B' x K x V, where B' is the number of columns read at once: "
-                            "the sub-batch when there is one, at most the batch.")
+@exercise("06.memory", hint="the tensor is T x B' x K x V: how many columns B' are read at once, with a "
+                            "sub-batch and without one? Can a sub-batch hold more columns than the batch?")
 def check_memory(answer) -> str:
     for (T, B, K, V, small), want in _memory_cases():
         got = answer(T, B, K, V, small)
@@ -124,8 +124,8 @@ def _responsibility_cases():
         yield scale, log_pi, logits, w
 
 
-@exercise("06.responsibility", hint="Bayes' rule: the responsibility is expert k's share of p(w). Write the share's numerator "
-                                    "and denominator as logs, and normalise over the experts.")
+@exercise("06.responsibility", hint="the responsibility is expert k's share of p(w) (Bayes' rule): what are the "
+                                    "share's numerator and denominator as logs, and which function normalises over k?")
 def check_responsibility(answer) -> str:
     for scale, log_pi, logits, w in _responsibility_cases():
         got = torch.as_tensor(answer(log_pi.clone(), logits.clone(), w.clone())).double()
