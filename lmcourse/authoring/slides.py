@@ -132,23 +132,28 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("531335d1", FRAGMENT),
            ("4c018c35", SLIDE), ("efc2c487", ON),                             # the cost, measured
            ("a99d6553", SLIDE), ("894a0243", ON)),                            # what to take away
-    "07": (("d41f2d57", SLIDE), ("b0ede868", ON),                             # the claim; the papers' gains
+    "07": (("d41f2d57", SLIDE), ("b0ede868", ON),                             # the claim; the papers' changes
+           ("48ad12cb", SLIDE), ("c8d6843e", ON), ("26064731", FRAGMENT),     # the cache as attention (diagram)
            ("8854e16b", SLIDE), ("41accb49", ON), ("35247d34", FRAGMENT), ("dd6a6dbf", ON),  # the cache, coded
-           ("a8c7a4f4", SLIDE), ("25c8e368", ON), ("5e1a07c1", ON),           # theta and lambda (heat maps, 3 seeds)
+           ("a8c7a4f4", SLIDE), ("25c8e368", ON), ("ccfb4035", ON), ("5e1a07c1", ON),  # theta and lambda (heat map)
            ("33b7a233", FRAGMENT),
-           ("233032af", SLIDE), ("7838bead", ON), ("c8f5c4c3", FRAGMENT),     # who gains: names
+           ("233032af", SLIDE), ("7838bead", ON), ("6e562954", ON), ("c8f5c4c3", FRAGMENT),  # who gains: names
            ("52892dca", SLIDE), ("1f06da74", ON), ("0da882bc", ON),           # the attention explorer
-           ("38ca9935", SLIDE), ("3c97c4fc", ON),                             # the test gain over seeds
-           ("b85879bd", SLIDE)),                                              # what to take away
+           ("38ca9935", SLIDE), ("3c97c4fc", ON),                             # the test change over seeds
+           ("e354dcff", SLIDE), ("a6d12821", ON), ("f21a9998", ON), ("452afde7", FRAGMENT),  # Penn Treebank, papers
+           ("3e876777", SLIDE), ("0495560a", ON), ("bdefbb5b", ON),           # the explorer on Penn Treebank
+           ("b85879bd", SLIDE), ("2d74acbc", ON)),                            # what to take away
     "08": (("ac77f668", SLIDE),                                               # the claim
+           ("cc3af303", SLIDE), ("8b7a2346", ON),                             # along the stream (diagram)
            ("7678d48d", SLIDE), ("c0f0fd2f", ON),                             # the update rule, by hand
-           ("006149ba", SLIDE), ("c3afca99", FRAGMENT),                       # why the order matters
-           ("578694f1", SLIDE), ("2ec45947", FRAGMENT),                       # the rates, tuned (figure)
-           ("32878f15", SLIDE), ("0ddf8d95", ON),                             # static against dynamic
-           ("51e948dc", SLIDE), ("d2c3f745", ON),                             # where in a document
-           ("4ba95568", SLIDE), ("f17146d2", ON),                             # reset at every document
-           ("e1f5e069", SLIDE), ("16dc4f23", ON),                             # the cost
-           ("c7ae9622", SLIDE)),                                              # what to take away
+           ("006149ba", SLIDE), ("bd32cf3e", ON), ("c3afca99", FRAGMENT),     # why the order matters
+           ("40e10bec", SLIDE), ("578694f1", ON), ("2ec45947", FRAGMENT),     # the rates, tuned (figure)
+           ("32878f15", SLIDE), ("0ddf8d95", ON), ("44a81cee", ON),           # adaptation or more training
+           ("51e948dc", SLIDE), ("d2c3f745", ON), ("bb44924d", ON), ("dc3541b2", FRAGMENT),  # where in a document
+           ("4ba95568", SLIDE), ("f17146d2", ON), ("0afcfd50", ON), ("f6180597", FRAGMENT),  # reset at every document
+           ("21915fd8", SLIDE), ("07fe00b6", ON), ("4b5f33b1", ON),           # Penn Treebank, beside the papers
+           ("97c23764", SLIDE), ("7d81f07b", ON),                             # its seeds and tuned settings
+           ("5192d832", SLIDE), ("c7ae9622", ON)),                            # what to take away
     "09": (("8b6c15ea", SLIDE),                                               # the claim: the ladder
            ("5eb86e4a", SLIDE), ("9afd36b8", ON),                             # NT-ASGD's trigger on screen
            ("8fc0ba4d", SLIDE), ("61091d21", ON),                             # variable BPTT (figure)
@@ -181,6 +186,9 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "05": ("05-bottleneck", "5c4f3d6c", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
+    "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "7838bead", "a6d12821", "f21a9998", "2d74acbc"),
+    "08": ("8b7a2346", "0ddf8d95", "44a81cee", "d2c3f745", "bb44924d", "f17146d2", "0afcfd50", "07fe00b6", "4b5f33b1",
+           "7d81f07b", "c7ae9622"),
     "09": ("03c39d8f", "09a1c0e2", "132ed614", "09a1c0e7", "09a1c0e9", "09a1c0ec"),   # the ladder's table and drawing,
                                                    # the measurements' table, the PTB figure and table, the take-away
     "10": ("10a1c0e0", "4283d270"),                # the attention block (diagram), what the lesson measured
