@@ -30,30 +30,30 @@ notebooks: $(STAMP)
 # Every lesson executed headless at $${LMCOURSE_SCALE:-cpu}: `warm` trains or loads each stored run (so Run All
 # then loads them), `lessons` also saves the lessons with their outputs. LESSONS="2 7" picks some.
 warm: $(STAMP)
-	$(BIN)/python -m lmcourse.course.lessons warm $(LESSONS)
+	$(BIN)/python -m lmcourse.authoring.lessons warm $(LESSONS)
 
 lessons: $(STAMP)
-	$(BIN)/python -m lmcourse.course.lessons store $(LESSONS)
+	$(BIN)/python -m lmcourse.authoring.lessons store $(LESSONS)
 
 # The reference runs committed in reference_runs/: every lesson that stores runs retrained at cpu (LESSONS="6 9": some).
 runs: $(STAMP)
-	$(BIN)/python -m lmcourse.course.lessons runs $(LESSONS)
+	$(BIN)/python -m lmcourse.authoring.lessons runs $(LESSONS)
 
 # The lessons with their stored outputs as a static site in book/ (offline: images and MathJax included).
 book: $(STAMP)
-	$(BIN)/python -m lmcourse.course.book --out book
+	$(BIN)/python -m lmcourse.authoring.book --out book
 
 # The lessons' demo paths as static reveal.js decks in slides/ (offline: reveal.js, MathJax and images included);
 # LESSONS="5 9" picks some. tests/bad_inputs/test_course.py parses every form the README and docs/ document.
-# reveal.js comes once from the npm registry, pinned and checked by sha256, into .venv (lmcourse/course/deck.py).
+# reveal.js comes once from the npm registry, pinned and checked by sha256, into .venv (lmcourse/authoring/deck.py).
 REVEAL_STAMP := $(VENV)/.installed-reveal
 
 $(REVEAL_STAMP): $(STAMP)
-	$(BIN)/python -m lmcourse.course.deck fetch
+	$(BIN)/python -m lmcourse.authoring.deck fetch
 	touch $(REVEAL_STAMP)
 
 slides: $(REVEAL_STAMP)
-	$(BIN)/python -m lmcourse.course.deck build --out slides $(LESSONS)
+	$(BIN)/python -m lmcourse.authoring.deck build --out slides $(LESSONS)
 
 bench: $(STAMP)
 	LMCOURSE_DATA=$${LMCOURSE_DATA:-../shared/data} $(BIN)/python benchmarks/run_all.py

@@ -171,9 +171,9 @@ def python() -> list:
 def lesson_parts(names: Sequence[str], scale: str, device: str, limit_s: float, threads: int) -> list:
     """One part per lesson: executed headless in a fresh kernel at ``scale`` on ``device``."""
     sys.path.insert(0, str(REPO))
-    from lmcourse.course.lessons import lessons
+    from lmcourse.authoring.lessons import lessons
 
-    code = ("import sys; from pathlib import Path; from lmcourse.course.lessons import execute; "
+    code = ("import sys; from pathlib import Path; from lmcourse.authoring.lessons import execute; "
             "_, s = execute(Path(sys.argv[1]), sys.argv[2]); print(f'executed in {s:.1f} s')")
     first = {lesson: rank for rank, lesson in enumerate(LONGEST_FIRST)}
     chosen = sorted(lessons(names), key=lambda path: first.get(path.name.split("_", 1)[0], len(first)))

@@ -5,7 +5,7 @@ default spinning worker threads slow down many-fold whenever another process (a 
 server, a second test) holds a core; waiting passively avoids that. It only takes effect when
 lmcourse is imported before torch, which is what every notebook does.
 
-Imported on the way to a command (``python -m lmcourse ...``, ``python -m lmcourse.course.lessons ...``), it
+Imported on the way to a command (``python -m lmcourse ...``, ``python -m lmcourse.authoring.lessons ...``), it
 makes a Ctrl-C that comes before the command's ``main()`` runs (while torch is imported, for seconds) end the
 process with one line and status 130 instead of a traceback; ``main()`` then restores the usual
 ``KeyboardInterrupt`` (:func:`_ctrl_c_raises`).

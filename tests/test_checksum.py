@@ -136,8 +136,8 @@ ALLOWED_WRITES = {
     "lmcourse/corpora/download.py": ["tempfile.mkstemp(prefix=f\".{dest.name}.\", suffix=\".part\"",
                                      "with open(path, \"wb\") as f:"],
     "lmcourse/corpora/embedded.py": ["os.replace(tmp, folder)"],
-    "lmcourse/course/deck.py": ["os.replace(Path(tmp) / \"reveal\", home)"],
-    "lmcourse/course/lessons.py": ["with open(os.devnull, \"w\") as quiet:"],
+    "lmcourse/authoring/deck.py": ["os.replace(Path(tmp) / \"reveal\", home)"],
+    "lmcourse/authoring/lessons.py": ["with open(os.devnull, \"w\") as quiet:"],
     "lmcourse/course/results.py": ["os.replace(self.path, aside)"],
     "lmcourse/cli/reproduce.py": ["os.replace(self.out / name, self.folder / name)", "os.replace(path, self.out / "
                                                                                       "path.name)"],

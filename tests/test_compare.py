@@ -87,3 +87,14 @@ def test_by_scale_picks_the_given_scale_or_the_current_one(monkeypatch):
     assert config.by_scale(ci=1, cpu=2, gpu=3) == 3
     with pytest.raises(ValueError, match="is not a scale"):
         config.by_scale(ci=1, cpu=2, gpu=3, scale="huge")
+
+
+def test_the_samples_are_in_the_checkpoint_of_their_own_epoch(tmp_path):
+    # a run killed right after an epoch's save resumes from that checkpoint: its row must already hold the samples
+    plot = LivePlot(valid=_stream(100, 3), every=5, enabled=False)
+    snaps = Snapshots(at=(3,), sample=lambda m: "text", plot=plot)
+    cfg = TrainConfig(epochs=1, batch_size=4, bptt=10, lr=1.0, seed=0, progress=False, live_plot=False,
+                      out_dir=str(tmp_path))
+    Trainer(_model(), _stream(), _stream(200, 1), cfg, callbacks=[plot, snaps]).fit()
+    saved = torch.load(tmp_path / "last.pt", map_location="cpu", weights_only=False)  # what a resume reads
+    assert saved["history"]["rows"][0]["samples"] == [[3, "text"]]

@@ -63,6 +63,39 @@ def test_the_projector_check_finds_what_a_projector_loses():
     assert diagrams.problems(fine) == []
 
 
+def test_the_projector_check_reads_only_the_tick_labels_a_plot_draws():
+    # a locator places ticks past each end of a plot's range (here 100 above 98.4, and 10^1 below 20 on a log
+    # axis); matplotlib keeps their labels, off the axes and even off the figure, but does not draw them
+    fig = diagrams._blank(5, 3.5)
+    ax = fig.add_subplot()
+    ax.plot([2, 3, 4, 5], [97.7, 86.1, 85.0, 84.9])
+    fig.tight_layout()
+    fig.canvas.draw()
+    labels = {t.get_loc(): t.label1 for t in ax.yaxis.get_major_ticks()}
+    assert 100 in labels and not ax.get_ylim()[0] <= 100 <= ax.get_ylim()[1]  # the undrawn tick exists
+    assert diagrams.problems(fig) == []
+    log = diagrams._blank(5, 3.5)
+    ax = log.add_subplot()
+    ax.loglog([3e-4, 3], [20, 6000])
+    log.tight_layout()
+    assert diagrams.problems(log) == []
+    ax.set_ylabel("a label " * 12)  # a drawn text that leaves the figure is still found
+    assert any("leaves the figure" in p for p in diagrams.problems(log))
+
+
+def test_a_plain_plot_passes_and_only_drawn_tick_labels_are_checked():
+    """Matplotlib keeps labels for ticks outside an axis's view (a log axis has many), placed off the axes and never
+    drawn: they are not what a projector shows. A drawn label that leaves the figure is still found."""
+    fig = diagrams._blank(10, 4.6)
+    ax = fig.add_subplot()
+    ax.plot([1, 2, 3, 4, 5, 6], [300, 200, 150, 140, 145, 150])
+    ax.set_yscale("log")
+    fig.tight_layout()
+    assert diagrams.problems(fig) == []
+    ax.set_xticks([1, 6], ["a long label at the left edge", "another at the right edge"], fontsize=30)
+    assert "another at the right edge" in diagrams.outside_text(fig)
+
+
 def test_the_editors_guide_lists_every_diagram():
     from lmcourse.course.catalog import REPO
 

@@ -133,7 +133,7 @@ def test_the_installed_course_runs_outside_the_clone(env):
     copied = root / "my lessons"
     _run([python, "-m", "lmcourse", "notebooks", copied], env=env["env"], cwd=root)
     paths = [next(copied.glob(f"{n}_*.ipynb")) for n in LESSONS]
-    ran = _run([python, "-m", "lmcourse.course.lessons", "warm", "--scale", "ci", *paths],
+    ran = _run([python, "-m", "lmcourse.authoring.lessons", "warm", "--scale", "ci", *paths],
                env=env["env"], cwd=root, timeout=900)
     assert "all 2 lessons" in ran.stdout
 

@@ -5,12 +5,15 @@ Floors, lowest first (``lmcourse/README.md`` gives the same table):
 0. the base modules at the top level: ``errors``, ``config``, ``memory``, ``vocab``, ``lm``,
    ``literature``, ``progress``, ``checksum`` (and the package's ``__init__``);
 1. ``corpora``;  2. ``ngram``, ``networks``;  3. ``training``, ``adapt``;  4. ``store``, ``widgets``;
-5. ``course``;  6. the command line: ``cli`` and the top level's ``__main__``.
+5. ``course``;  6. the authoring tools, ``authoring``, and beside them the command line, ``cli``; 7. the top level's
+``__main__``.
 
 Every import counts, including those inside functions. A test below also breaks the rule on
-purpose, so that the checker itself is known to catch it.
+purpose, so that the checker itself is known to catch it. No lesson reaches ``authoring`` through any chain of
+imports (the lessons' own imports are read from the notebooks).
 """
 import ast
+import json
 import re
 from pathlib import Path
 from typing import Optional
@@ -23,7 +26,7 @@ ROOT = Path(lmcourse.__file__).parent
 BASE = {"__init__", "errors", "config", "memory", "vocab", "lm", "literature", "progress", "checksum"}
 COMMAND_LINE = {"__main__"}
 FLOORS = {"corpora": 1, "ngram": 2, "networks": 2, "training": 3, "adapt": 3, "store": 4, "widgets": 4,
-          "course": 5, "cli": 6}
+          "course": 5, "authoring": 6, "cli": 6}
 TOP_FLOOR = max(FLOORS.values()) + 1
 
 
@@ -263,6 +266,11 @@ def test_no_module_imports_upward_or_sideways(path):
     ("lmcourse.adapt.cache", "from lmcourse.training.callbacks import ProgressBar", "lmcourse.training.callbacks"),
     ("lmcourse.ngram.model", "from ..networks import lstm", "lmcourse.networks.lstm"),
     ("lmcourse.lm", "from .corpora import data", "lmcourse.corpora.data"),
+    ("lmcourse.course.rendered", "from ..authoring import slides", "lmcourse.authoring.slides"),
+    ("lmcourse.store.stored_runs", "def f():\n    from lmcourse.authoring.lessons import lessons  # late",
+     "lmcourse.authoring.lessons"),
+    ("lmcourse.cli.notebooks", "from ..authoring.release import stamp", "lmcourse.authoring.release"),  # sideways
+    ("lmcourse.authoring.lessons", "from ..cli.main import main", "lmcourse.cli.main"),  # sideways
 ])
 def test_the_checker_catches_an_upward_import(module, source, culprit):
     found = violations(module, imports_of(source, module, is_package=False))
@@ -402,3 +410,71 @@ def test_the_scale_checker_catches_a_global_read():
     assert len(_reads_the_global_scale("from .. import config\nx = config.SCALE\ny = by_scale(1, 2, 3)\n"
                                        "from ..config import SCALE\n")) == 3
     assert _reads_the_global_scale("y = by_scale(1, 2, 3, scale=s)\n") == []
+
+
+# ------------------------------------------------------------------ the student's code: no lesson reaches authoring
+
+LESSONS = ROOT.parent / "notebooks"
+AUTHORING = "lmcourse.authoring"
+
+
+def lesson_imports(folder: Path = LESSONS) -> dict[str, set[str]]:
+    """lesson file -> the package's modules its code imports directly: every code cell of each notebook (lines
+    that are IPython magics or shell escapes left out) and each solution file."""
+    found = {}
+    for path in sorted(folder.glob("*.ipynb")) + sorted((folder / "solutions").glob("*.py")):
+        if path.suffix == ".ipynb":
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+            sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                       for c in cells if c["cell_type"] == "code"]
+        else:
+            sources = [path.read_text(encoding="utf-8")]
+        modules = set()
+        for source in sources:
+            code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+            modules |= imports_of(code, "lmcourse.lesson", is_package=False)
+        found[path.name] = modules
+    return found
+
+
+def reached(start: set[str], edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Every module reachable from ``start`` through ``edges``, with the chain of imports that reaches it."""
+    chains = {m: [m] for m in start}
+    todo = sorted(start)
+    while todo:
+        here = todo.pop()
+        for nxt in sorted(edges.get(here, ())):
+            if nxt not in chains:
+                chains[nxt] = chains[here] + [nxt]
+                todo.append(nxt)
+    return chains
+
+
+def authoring_reached(start: set[str], edges: dict[str, set[str]]) -> list[str]:
+    """The chains by which ``start`` reaches the authoring room (empty when none does)."""
+    return [" -> ".join(chain) for module, chain in sorted(reached(start, edges).items())
+            if module == AUTHORING or module.startswith(AUTHORING + ".")]
+
+
+def test_no_lesson_reaches_the_authoring_room():
+    imports = lesson_imports()
+    lessons = [n for n in imports if n.endswith(".ipynb")]
+    assert len(lessons) >= 11 and all(imports[n] for n in lessons), imports  # each lesson imports the package
+    edges = graph()
+    found = {name: authoring_reached(modules, edges) for name, modules in imports.items()}
+    assert not any(found.values()), {name: chains for name, chains in found.items() if chains}
+
+
+def test_the_authoring_check_catches_a_chain_through_the_course(tmp_path):
+    """A lesson's import is read from its code cells (magics and shell lines left out, markdown ignored), and a chain
+    from it into the authoring room is found through a module the lesson does not name."""
+    cell = "%matplotlib inline\nfrom lmcourse.course.seeds import mean_sd\n!ls\n"
+    nb = {"cells": [{"cell_type": "code", "source": cell}, {"cell_type": "markdown", "source": "import lmcourse.cli"}]}
+    (tmp_path / "01_probe.ipynb").write_text(json.dumps(nb))
+    imports = lesson_imports(tmp_path)
+    assert imports == {"01_probe.ipynb": {"lmcourse.course.seeds"}}
+    edges = {"lmcourse.course.seeds": {"lmcourse.course.catalog"}, "lmcourse.course.catalog": set()}
+    assert authoring_reached(imports["01_probe.ipynb"], edges) == []
+    edges["lmcourse.course.catalog"] = {"lmcourse.authoring.outputs"}
+    assert authoring_reached(imports["01_probe.ipynb"], edges) == [
+        "lmcourse.course.seeds -> lmcourse.course.catalog -> lmcourse.authoring.outputs"]

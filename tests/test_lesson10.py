@@ -57,3 +57,12 @@ def test_the_wrappers_tune_dynamic_evaluation_over_lesson_10s_own_rates(monkeypa
     monkeypatch.setattr(L10, "DYN_GRID", dict(L10.DYN_GRID, lrs=[rate], decays=[0.0], tune_tokens=300))
     notes = L10.wrappers(model, corpus)["notes"]
     assert notes["+ dynamic evaluation"]["lr"] == rate and notes["+ dynamic evaluation"]["rule"] == "rms"
+
+
+def test_the_stored_results_are_keyed_by_the_variant_whatever_lmcourse_dataset_says(monkeypatch):
+    from lmcourse import config
+    monkeypatch.setattr(config, "DATASET", "ptb")                 # as LMCOURSE_DATASET=ptb would set it
+    monkeypatch.setattr(config, "SCALE", "cpu")
+    assert L9.DATASET == L10.DATASET == config.EMBEDDED          # the lessons read the course model's variant only
+    assert L10._key_parts(None, None) == {"scale": "cpu", "dataset": config.EMBEDDED}
+    assert L10._key_parts("ci", "ptb") == {"scale": "ci", "dataset": "ptb"}   # a dataset given is kept

@@ -111,7 +111,7 @@ def test_a_damaged_reference_run_is_named_and_trained_afresh(monkeypatch, tmp_pa
     with pytest.warns(RuntimeWarning, match=r"reference run .*08-bad.* does not match the sha256") as said:
         run = stored_runs.train_or_load("08-bad", {}, _trainer(calls), VOCAB, **AT)
     assert calls == [0] and not run.loaded
-    from lmcourse.course.outputs import MACHINE_PATH
+    from lmcourse.authoring.outputs import MACHINE_PATH
     assert not [str(w.message) for w in said if MACHINE_PATH.search(str(w.message))]  # a lesson saves no folder of ours
 
 
@@ -214,7 +214,7 @@ def test_the_committed_reference_runs_are_still_the_lessons():
 
 
 def test_make_runs_picks_the_lessons_that_store_runs(tmp_path):
-    from lmcourse.course import lessons
+    from lmcourse.authoring import lessons
     for name in ("01_a.ipynb", "02_b.ipynb", "02b_c.ipynb", "07_d.ipynb", "08_e.ipynb"):
         (tmp_path / name).write_text('{"cells": [{"source": "print(1)"}]}')
     chosen = lessons.with_runs(lessons.lessons(folder=tmp_path))

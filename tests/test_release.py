@@ -13,8 +13,8 @@ import setuptools
 import lmcourse
 from lmcourse import config
 from lmcourse.cli.main import main as cli_main
-from lmcourse.course import release
-from lmcourse.course.catalog import check_writable, lessons
+from lmcourse.authoring import release
+from lmcourse.course.catalog import check_writable, copy_lessons, lessons
 from lmcourse.errors import ConfigError, WriteError
 from lmcourse.store import reference_runs as reference
 
@@ -80,7 +80,7 @@ def test_the_repository_the_lessons_install_from_is_the_projects():
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
 def test_every_lesson_opens_with_the_set_up_cell_and_ends_with_the_licence(path):
     nb = json.loads(path.read_text(encoding="utf-8"))
-    assert release.problems(nb) == [], f"{path.name}: run python -m lmcourse.course.release stamp"
+    assert release.problems(nb) == [], f"{path.name}: run python -m lmcourse.authoring.release stamp"
     first, last = nb["cells"][0], nb["cells"][-1]
     assert first["cell_type"] == "code" and first["outputs"] == []  # it prints nothing where lmcourse is installed
     assert first["metadata"]["slideshow"] == {"slide_type": "skip"} == last["metadata"]["slideshow"]
@@ -186,7 +186,7 @@ def test_copying_the_lessons_never_writes_through_a_planted_link(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
     (dest / f".{LESSONS[0].name}.tmp").symlink_to(victim)
-    written = release.copy_lessons(dest)
+    written = copy_lessons(dest)
     assert victim.read_text() == "keep me\n"
     assert (dest / LESSONS[0].name).read_bytes() == LESSONS[0].read_bytes() and not (dest / LESSONS[0].name).is_symlink()
     assert dest / LESSONS[0].name in written
@@ -195,7 +195,7 @@ def test_copying_the_lessons_never_writes_through_a_planted_link(tmp_path):
 def test_a_file_named_as_the_folder_is_refused(tmp_path):
     (tmp_path / "notes").write_text("x")
     with pytest.raises(WriteError, match=r"is a file, not a folder: give a folder for the lessons"):
-        release.copy_lessons(tmp_path / "notes")
+        copy_lessons(tmp_path / "notes")
 
 
 # ------------------------------------------------------------------- where the course's files are, and the cache

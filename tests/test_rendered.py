@@ -1,12 +1,13 @@
 """Cells shown by their output alone: the take-away helper, the hidden-input flag, and every place that honours it
-(the stamp of lmcourse/course/slides.py, the static decks of make slides and the book of make book)."""
+(the stamp of lmcourse/authoring/slides.py, the static decks of make slides and the book of make book)."""
 import copy
 import json
 
 import nbformat
 import pytest
 
-from lmcourse.course import rendered, slides
+from lmcourse.authoring import slides
+from lmcourse.course import rendered
 from lmcourse.course.rendered import HIDDEN_KEY, drop_hidden_inputs, hide_input, input_hidden, markdown, takeaway
 
 FORMATTING = "SECRET_FORMATTING = 'the python behind the take-away'"
@@ -71,7 +72,7 @@ def test_drop_hidden_inputs_marks_only_hidden_code_cells():
 
 @pytest.mark.parametrize("hidden", [True, False])
 def test_deck_and_book_leave_out_a_hidden_input_and_keep_its_output(tmp_path, hidden):
-    from lmcourse.course import book, deck
+    from lmcourse.authoring import book, deck
 
     path = tmp_path / "99_demo.ipynb"
     nbformat.write(_lesson_notebook(hidden), str(path))
@@ -86,11 +87,13 @@ def test_deck_and_book_leave_out_a_hidden_input_and_keep_its_output(tmp_path, hi
 
 @pytest.fixture
 def declared_hidden():
-    """Lesson 01 with its take-away slide's cell declared hidden (restored afterwards)."""
+    """Lesson 01 with its take-away slide's cell declared hidden too, beside the cells the lesson hides
+    (restored afterwards)."""
     saved = copy.deepcopy(slides.HIDDEN)
     lesson = "01"
     cell = slides.DEMO[lesson][-1][0]
-    slides.HIDDEN[lesson] = (cell,)
+    assert cell not in saved.get(lesson, ()), "the fixture needs a cell the lesson does not hide already"
+    slides.HIDDEN[lesson] = tuple(saved.get(lesson, ())) + (cell,)
     yield lesson, cell
     slides.HIDDEN.clear()
     slides.HIDDEN.update(saved)
@@ -100,11 +103,12 @@ def test_the_stamp_writes_the_declared_hidden_inputs_and_only_those(declared_hid
     lesson, chosen = declared_hidden
     path = next(p for p in slides.lessons() if slides.lesson_id(p) == lesson)
     nb = json.loads(path.read_text(encoding="utf-8"))
-    stray = next(c for c in nb["cells"] if c["cell_type"] == "code" and c["id"] != chosen)
+    stray = next(c for c in nb["cells"] if c["cell_type"] == "code" and c["id"] not in slides.HIDDEN[lesson])
     hide_input(stray)  # collapsed by accident in JupyterLab
     assert {line.split(":")[0] for line in slides.differences(nb, lesson)} == {f"cell {chosen}", f"cell {stray['id']}"}
     assert slides.stamp(nb, lesson) == 2 and slides.stamp(nb, lesson) == 0
-    assert [c["id"] for c in nb["cells"] if input_hidden(c)] == [chosen]
+    assert {c["id"] for c in nb["cells"] if input_hidden(c)} == set(slides.HIDDEN[lesson])
+    assert chosen in slides.HIDDEN[lesson] and stray["id"] not in slides.HIDDEN[lesson]
     assert slides.differences(nb, lesson) == []
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from lmcourse import literature as lit
 from lmcourse.course.runs import lesson09 as L
-from lmcourse.course import results_page as R
-from lmcourse.course.lessons import lessons
+from lmcourse.authoring import results_page as R
+from lmcourse.authoring.lessons import lessons
 from lmcourse.course.seeds import mean_sd
 from lmcourse.errors import MissingFileError
 
@@ -128,7 +128,7 @@ def test_the_records_since_2018_are_cited():
 
 
 def test_the_readmes_figure_is_what_the_committed_runs_give(ladder, tmp_path):
-    """docs/ladder.png is regenerated from the committed runs (python -m lmcourse.course.results_page --figure):
+    """docs/ladder.png is regenerated from the committed runs (python -m lmcourse.authoring.results_page --figure):
     the numbers it draws, kept in its PNG Description, are the ones measured now, and it is the same size."""
     from PIL import Image
 
@@ -137,7 +137,7 @@ def test_the_readmes_figure_is_what_the_committed_runs_give(ladder, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["ladder.png"]
     with Image.open(committed) as old, Image.open(fresh) as new:
         assert json.loads(old.text["Description"]) == json.loads(new.text["Description"]) == R.figure_numbers(ladder), \
-            "docs/ladder.png is not what the committed runs give: python -m lmcourse.course.results_page --figure docs/ladder.png"
+            "docs/ladder.png is not what the committed runs give: python -m lmcourse.authoring.results_page --figure docs/ladder.png"
         assert old.size == new.size and "Software" not in new.text
     drawn = R.figure_numbers(ladder)
     assert list(drawn["rungs"]) == list(L.RUNGS) and drawn["floor"] < min(m for m, _ in drawn["rungs"].values())

@@ -87,7 +87,7 @@ def test_runs_belong_to_their_lessons(monkeypatch, tmp_path):
 
 
 def test_make_runs_picks_the_lessons_that_store_measurements_only(tmp_path):
-    from lmcourse.course import lessons
+    from lmcourse.authoring import lessons
     (tmp_path / "01_a.ipynb").write_text('{"cells": [{"source": "print(1)"}]}')
     (tmp_path / "03_c.ipynb").write_text('{"cells": [{"source": "print(2)"}]}')
     assert [p.name for p in lessons.with_runs(lessons.lessons(folder=tmp_path))] == ["03_c.ipynb"]

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from lmcourse.course import slides
-from lmcourse.course.lessons import lesson_id, lessons
+from lmcourse.authoring import slides
+from lmcourse.authoring.lessons import lesson_id, lessons
 
 LESSONS = lessons()
 
@@ -19,8 +19,8 @@ def read(path):
 def test_committed_stamps_are_the_declared_ones(path):
     nb = read(path)
     assert slides.differences(nb, lesson_id(path)) == [], (
-        f"{path.name}'s slide types differ from lmcourse/course/slides.py: run "
-        "python -m lmcourse.course.slides stamp")
+        f"{path.name}'s slide types differ from lmcourse/authoring/slides.py: run "
+        "python -m lmcourse.authoring.slides stamp")
 
 
 @pytest.mark.parametrize("lesson", sorted(slides.DEMO))
@@ -114,7 +114,7 @@ def demo_images(nb, lesson):
 
 @pytest.fixture(scope="module")
 def decks(tmp_path_factory):
-    from lmcourse.course import deck
+    from lmcourse.authoring import deck
 
     out = tmp_path_factory.mktemp("slides")
     chosen = [p for p in LESSONS if lesson_id(p) in ("01", "05", "09")]  # a widget in 05, a leaderboard in 09
@@ -154,7 +154,7 @@ def test_reveal_is_unpacked_only_when_its_digest_matches(tmp_path, monkeypatch):
     import io
     import tarfile
 
-    from lmcourse.course import deck
+    from lmcourse.authoring import deck
 
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:

@@ -13,8 +13,8 @@ import nbformat
 import pytest
 
 from lmcourse import progress
-from lmcourse.course import lessons
-from lmcourse.course.outputs import STAMP, output_problems, problems, stamped, unfinished_bars
+from lmcourse.authoring import lessons
+from lmcourse.authoring.outputs import STAMP, output_problems, problems, stamped, unfinished_bars
 
 REPO = Path(__file__).resolve().parents[1]
 LESSONS = sorted((REPO / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
@@ -246,7 +246,7 @@ def test_lesson_sources_print_no_stray_values_and_use_the_course_bar(path):
 def test_the_book_holds_every_lessons_figures_and_fetches_nothing(tmp_path):
     import re
 
-    from lmcourse.course import book
+    from lmcourse.authoring import book
 
     pages = book.build(tmp_path / "book")
     assert [p["file"] for p in pages] == [f"{path.stem}.html" for path in LESSONS]
@@ -267,7 +267,7 @@ def test_the_book_holds_every_lessons_figures_and_fetches_nothing(tmp_path):
 
 
 def test_the_book_shows_a_widgets_static_copy():
-    from lmcourse.course import book
+    from lmcourse.authoring import book
 
     nb = nbformat.from_dict(notebook(
         display({"application/vnd.jupyter.widget-view+json": WIDGET, "image/png": "iVBORw0KGgo=", "text/plain": "(k)"}),

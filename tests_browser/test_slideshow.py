@@ -2,7 +2,7 @@
 stepped through with the space bar, and a code cell run on a slide answers.
 
 The slide show is ``jupyterlab_rise`` (pinned in requirements.lock); its slides are the cells stamped by
-``lmcourse/course/slides.py``. Checked: the key opens the show, it holds exactly the demo path's slides
+``lmcourse/authoring/slides.py``. Checked: the key opens the show, it holds exactly the demo path's slides
 (the rest is skipped), every one is reached in order, its code cells show the outputs of the run with
 no error, its pictures are drawn, and Shift+Enter on a slide's code cell runs it in the lesson's kernel.
 """
@@ -13,7 +13,7 @@ import time
 import pytest
 
 import student
-from lmcourse.course import slides  # the repository root is on the path: pytest runs as `python -m pytest`
+from lmcourse.authoring import slides  # the repository root is on the path: pytest runs as `python -m pytest`
 
 LESSON = "01_ngram_baseline.ipynb"  # quick at ci; a derivation, two figures and the number on its path
 LEAVES = "[...document.querySelectorAll('.reveal .slides section')].filter(s => !s.querySelector('section'))"

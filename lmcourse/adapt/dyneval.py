@@ -1,24 +1,28 @@
 r"""Dynamic evaluation: a trained model keeps learning from the text it is scoring (Krause et al. 2018).
 
 The evaluation stream is cut into segments :math:`s_1, s_2, \dots` of ``bptt`` tokens, read in order with the
-model's state carried across them (Section 3). For each segment:
+model's state carried across them (Section 3). The course writes the weights :math:`\varphi` and the decay
+:math:`\rho` (the paper's :math:`\theta` and :math:`\lambda`, which the course keeps for the cache). For each
+segment:
 
-1. the model, with its *current* weights :math:`\theta`, predicts every token of :math:`s_i`; these
+1. the model, with its *current* weights :math:`\varphi`, predicts every token of :math:`s_i`; these
    log-probabilities are recorded first, so every number is a genuine prediction;
-2. :math:`g = \nabla_\theta L(s_i)`, the gradient of the segment's mean negative log-likelihood;
-3. the weights move towards the text just read (:math:`\theta_0` are the trained weights):
+2. :math:`\nabla_\varphi \mathcal{L}(s_i)`, the gradient of the segment's mean negative log-likelihood;
+3. the weights move towards the text just read (:math:`\varphi_0` are the trained weights):
 
    - ``rms`` (Section 5):
-     :math:`\theta \leftarrow \theta - \eta\, g / (\mathrm{MS} + \epsilon) + \lambda\, r \odot (\theta_0 - \theta)`,
+     :math:`\varphi \leftarrow \varphi - \eta\, \nabla_\varphi \mathcal{L} / (\mathrm{MS} + \epsilon)
+     + \rho\, r \odot (\varphi_0 - \varphi)`,
      with :math:`\mathrm{MS}` the root-mean-square gradient on the training text (:func:`gradient_stats`) and
-     the decay rates :math:`r = \min(\mathrm{MS} / \overline{\mathrm{MS}}, 1/\lambda)` (:func:`decay_rates`);
-   - ``sgd`` (Mikolov et al. 2010): :math:`\theta \leftarrow \theta - \eta\, g + \lambda (\theta_0 - \theta)`;
-     :math:`\lambda = 0` is plain SGD on the test stream.
+     the decay rates :math:`r = \min(\mathrm{MS} / \overline{\mathrm{MS}}, 1/\rho)` (:func:`decay_rates`);
+   - ``sgd`` (Mikolov et al. 2010): :math:`\varphi \leftarrow \varphi - \eta\, \nabla_\varphi \mathcal{L}
+     + \rho\, (\varphi_0 - \varphi)`; :math:`\rho = 0` is plain SGD on the test stream.
 
 The wrapped model is never changed: each pass adapts its own copy (:func:`adaptation_copy`, dropout off), from
-:math:`\theta_0`, so two calls give the same numbers. Beside the idea: checks, the papers' settings in the old
+:math:`\varphi_0`, so two calls give the same numbers. Beside the idea: checks, the papers' settings in the old
 scaling and the adapting copy (:mod:`.dyneval_support`), the step interface and the drift
-(:mod:`.dyneval_steps`), the grid search (:mod:`.dyneval_tuning`).
+(:mod:`.dyneval_steps`), the grid search (:mod:`.dyneval_tuning`). In the code, ``theta`` and ``theta_0`` name
+:math:`\varphi` and :math:`\varphi_0` (the reference code's names), and ``decay`` is :math:`\rho`.
 """
 from __future__ import annotations
 
@@ -50,9 +54,9 @@ class GradientStats(dict):
 
 def gradient_stats(model: nn.Module, tokens, batch_size: int = 100, bptt: int = 5,
                    progress: Optional[bool] = None) -> GradientStats:
-    r""":math:`\mathrm{MS} = \sqrt{\frac{1}{K}\sum_k g_k^2}` per parameter (``named_parameters()`` names): ``tokens``
-    batchified into ``batch_size`` columns and walked in segments of ``bptt``, state carried, dropout off, and
-    :math:`g_k` the gradient of segment :math:`k`'s mean cross-entropy (Krause et al. 2018, Section 5)."""
+    r""":math:`\mathrm{MS} = \sqrt{\frac{1}{K}\sum_k (\nabla_k)^2}` per parameter (``named_parameters()`` names):
+    ``tokens`` batchified into ``batch_size`` columns and walked in segments of ``bptt``, state carried, dropout off,
+    and :math:`\nabla_k` the gradient of segment :math:`k`'s mean cross-entropy (Krause et al. 2018, Section 5)."""
     check_model(model)
     batch_size, bptt = positive_int(batch_size, "batch_size"), positive_int(bptt, "bptt")
     tokens = check_tokens(tokens, model.config.vocab_size)
@@ -76,8 +80,9 @@ def gradient_stats(model: nn.Module, tokens, batch_size: int = 100, bptt: int = 
 
 
 def decay_rates(stats: dict, decay: float) -> dict:
-    r""":math:`r = \min(\mathrm{MS} / \overline{\mathrm{MS}},\ 1/\lambda)` per parameter, :math:`\overline{\mathrm{MS}}`
-    the mean over the P tensors of each one's mean MS: rates about 1, and :math:`\lambda r \le 1` never overshoots."""
+    r""":math:`r = \min(\mathrm{MS} / \overline{\mathrm{MS}},\ 1/\rho)` per parameter (``decay`` is :math:`\rho`),
+    :math:`\overline{\mathrm{MS}}` the mean over the P tensors of each one's mean MS: rates about 1, and
+    :math:`\rho\, r \le 1` never overshoots."""
     mean_ms = sum(float(ms.double().mean()) for ms in stats.values()) / len(stats)
     rates = {name: ms / mean_ms for name, ms in stats.items()}
     if decay > 0:
@@ -86,22 +91,24 @@ def decay_rates(stats: dict, decay: float) -> dict:
 
 
 class Step(NamedTuple):
-    r"""One parameter's update, fixed for a stream: ``rms`` :math:`s = \eta / (\mathrm{MS} + \epsilon)`,
-    :math:`\rho = \lambda r` (tensors); ``sgd`` :math:`s = \eta`, :math:`\rho = \lambda` (numbers)."""
+    r"""One parameter's update, fixed for a stream: ``rms`` the step scale :math:`s = \eta / (\mathrm{MS} + \epsilon)`
+    and the pull ``rho`` :math:`= \rho\, r` (tensors); ``sgd`` :math:`s = \eta` and the pull :math:`\rho` (numbers)."""
 
     scale: object  # s, a tensor or a number
-    rho: object  # the decay, a tensor or a number; None when it is 0
-    theta_0: torch.Tensor  # the trained value, read only
+    rho: object  # the pull towards phi_0, a tensor or a number; None when it is 0
+    theta_0: torch.Tensor  # the trained value phi_0, read only
 
 
 def make_step(theta_0: torch.Tensor, scale, rho) -> Step:
-    """The :class:`Step` of a parameter with trained value ``theta_0``, step scale ``s`` and decay ``rho``."""
+    r"""The :class:`Step` of a parameter with trained value ``theta_0`` (:math:`\varphi_0`), step scale ``s`` and
+    pull ``rho``."""
     return Step(scale, None if not isinstance(rho, torch.Tensor) and rho == 0 else rho, theta_0)
 
 
 def update_(theta: torch.Tensor, g: torch.Tensor, step: Step) -> None:
-    r"""In place: :math:`\theta \leftarrow \theta + \rho \odot (\theta_0 - \theta) - s \odot g`, the pull reading
-    :math:`\theta` before the step (``lerp_``, then ``addcmul_``: two passes, no temporary tensor)."""
+    r"""In place, on the weights ``theta`` (:math:`\varphi`) with the gradient ``g`` (:math:`\nabla_\varphi \mathcal{L}`):
+    :math:`\varphi \leftarrow \varphi + \rho \odot (\varphi_0 - \varphi) - s \odot \nabla_\varphi \mathcal{L}`, the
+    pull reading :math:`\varphi` before the step (``lerp_``, then ``addcmul_``: two passes, no temporary tensor)."""
     if step.rho is not None:
         theta.lerp_(step.theta_0, step.rho)
     if isinstance(step.scale, torch.Tensor):
@@ -113,7 +120,7 @@ def update_(theta: torch.Tensor, g: torch.Tensor, step: Step) -> None:
 class DynamicEval(DynamicSteps, LanguageModel):
     r"""A trained neural LM under dynamic evaluation (see the module docstring); a LanguageModel. ``method``:
     ``"rms"`` (needs ``stats`` from :func:`gradient_stats`) or ``"sgd"``; ``lr`` :math:`\eta`, ``decay``
-    :math:`\lambda \in [0, 1)`, ``eps`` :math:`\epsilon` (``rms`` only), ``bptt`` the segment length. The defaults
+    :math:`\rho \in [0, 1)`, ``eps`` :math:`\epsilon` (``rms`` only), ``bptt`` the segment length. The defaults
     are the reference code's for ``rms`` at bptt 5; ``sgd`` needs a far larger ``lr``."""
 
     def __init__(self, model: nn.Module, method: str = "rms", lr: float = DEFAULTS["lr"],
@@ -178,7 +185,7 @@ class DynamicEval(DynamicSteps, LanguageModel):
             yield logits, h
 
     def adapt(self, tokens) -> dict:
-        """The weights ``{name: theta}`` after reading ``tokens`` (the wrapped model keeps theta_0)."""
+        """The weights ``{name: phi}`` after reading ``tokens`` (the wrapped model keeps phi_0)."""
         names, params = (), ()
         for _, _, names, params in self._segments(tokens):
             pass

@@ -1,5 +1,5 @@
 r"""Dynamic evaluation one token at a time (the step interface: sampling, beam search), along a stream (the weights'
-drift from :math:`\theta_0`), and what the wrapper passes through from its model.
+drift from :math:`\varphi_0`), and what the wrapper passes through from its model.
 
 In the step interface every row holds its own weights. Once a row has been given the ``bptt`` targets of a
 segment, that segment is differentiated from its start state and the row's weights updated, exactly as
@@ -60,7 +60,7 @@ class DynamicSteps:
 
     def drift(self, tokens, every: int = 20, progress=None) -> tuple[torch.Tensor, torch.Tensor]:
         r"""``(log p (N,), d (S,))``: the scores of ``score``, and the distance of the weights from
-        :math:`\theta_0`, :math:`d = \lVert \theta - \theta_0 \rVert_2` over every weight, after
+        :math:`\varphi_0`, :math:`d = \lVert \varphi - \varphi_0 \rVert_2` over every weight, after
         every ``every``-th segment (``d[k]`` after segment ``(k + 1) * every``)."""
         every = positive_int(every, "every")
         tokens = check_tokens(tokens, self.config.vocab_size).to(self.device)
@@ -114,7 +114,7 @@ class DynamicSteps:
         return tuple(theta.requires_grad_(False) for theta in new)
 
     def start(self, batch_size: int = 1) -> DynamicState:
-        """Every row at theta_0, having read the implicit leading ``<eos>``."""
+        """Every row at phi_0, having read the implicit leading ``<eos>``."""
         positive_int(batch_size, "batch_size")
         net, _, _, theta = self._step_net()
         zeros = net.init_state(1)

@@ -53,8 +53,8 @@ def number(value, name: str, low: float, high: float = math.inf, low_open: bool 
         raise ValueError(f"{name}={value:g} is outside {interval}: " + {
             "lr": ("a step moves each weight by about lr times its (scaled) gradient, so 0 leaves the weights as "
                    f"trained and a rate above {MAX_LR:g} only wrecks them; the papers' rates are below 1."),
-            "decay": "a decay of 1 or more would overshoot theta_0; use 0 <= decay < 1.",
-            "eps": "eps keeps g / (MS + eps) finite where MS is 0; give a small positive number.",
+            "decay": "a decay of 1 or more would overshoot the trained weights phi_0; use 0 <= decay < 1.",
+            "eps": "eps keeps the step gradient / (MS + eps) finite where MS is 0; give a small positive number.",
         }[name])
     return value
 
@@ -102,11 +102,11 @@ def check_stats(model: nn.Module, stats) -> dict:
 def from_old_hyperparameters(lr: float, decay: float, eps: float, n_segments: int, n_tensors: int) -> dict:
     r"""Convert settings of the reference code's first version into this module's scaling.
 
-    That version summed instead of averaging: :math:`\mathrm{MS}_{old} = \sqrt{\sum_k g_k^2} = \sqrt{K}\,\mathrm{MS}`
+    That version summed instead of averaging: :math:`\mathrm{MS}_{old} = \sqrt{\sum_k (\nabla_k)^2} = \sqrt{K}\,\mathrm{MS}`
     over the K statistics segments, and it normalised the decay rates by the *sum* over the P
     parameter tensors, so :math:`r_{old} = r / P`. The same update therefore follows from
     :math:`\eta = \eta_{old}/\sqrt{K}`, :math:`\epsilon = \epsilon_{old}/\sqrt{K}`,
-    :math:`\lambda = \lambda_{old}/P` (the ``--oldhyper`` switch of the dynamic-evaluation code).
+    :math:`\rho = \rho_{old}/P` (the decay; the ``--oldhyper`` switch of the dynamic-evaluation code).
     The papers' settings (:data:`PAPER_SETTINGS`) are in the old scaling; ``K`` is
     ``stats.n_segments`` and ``P`` is ``len(stats)``.
     """

@@ -1,5 +1,5 @@
 """The ``notebooks`` command: the lessons and their solutions copied from the installed package into a folder of
-the user's own (:func:`lmcourse.course.release.copy_lessons`), where Jupyter can open and change them."""
+the user's own (:func:`lmcourse.course.catalog.copy_lessons`), where Jupyter can open and change them."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,7 +15,7 @@ def add_cli(subparsers) -> None:
 
 def run_cli(args) -> list:
     """Copy the lessons; print how many and where, and how to open them."""
-    from ..course.release import copy_lessons  # loaded only when this command runs: it reads the course folder, which the other commands never need
+    from ..course.catalog import copy_lessons  # loaded only when this command runs: it reads the course folder, which the other commands never need
 
     written = copy_lessons(args.dest, force=args.force)
     lessons = [p for p in written if p.suffix == ".ipynb"]

@@ -1,22 +1,25 @@
-"""Which lessons there are: the notebooks' folder, a lesson's id, the lessons named on a command line.
+"""Which lessons there are: the notebooks' folder, a lesson's id, the lessons named on a command line, and the
+lessons copied out into a folder of the student's own (:func:`copy_lessons`, ``python -m lmcourse notebooks DEST``).
 
-The one list every course tool reads (:mod:`.lessons`, :mod:`.slides`, :mod:`.book`), kept below them all. The
-folder is the clone's ``notebooks/``, or the copy installed with the package's wheel
+The one list every course tool reads (:mod:`lmcourse.authoring`'s ``lessons``, ``slides``, ``book``), kept below them
+all. The folder is the clone's ``notebooks/``, or the copy installed with the package's wheel
 (:func:`lmcourse.config.course_folder`); ``REPO`` is the clone, or None for an installed package.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from .. import config
+from ..checksum import atomic_write
 from ..config import checkout, course_folder
-from ..errors import ConfigError
+from ..errors import ConfigError, MissingFileError, WriteError
 
 REPO = checkout()
 NOTEBOOKS = course_folder("notebooks")
 PATTERN = "[0-9][0-9]*_*.ipynb"  # 02_lstm_from_equations.ipynb, 02b_lstm_language_models.ipynb, ...
+SOLUTIONS = "solutions"  # the solutions' folder beside the lessons
 
 
 def check_writable(paths: Sequence, what: str = "rewrites the lessons") -> None:
@@ -56,6 +59,42 @@ def lessons(names: Sequence[str] = (), folder: Path = NOTEBOOKS) -> list[Path]:
             raise ValueError(f"{name!r} is not a lesson: give a number such as 7, 07 or 2b, or a notebook's path.")
         chosen.append(match[0])
     return chosen
+
+
+# ------------------------------------------------------------------------------- the lessons copied out
+
+def lesson_files(folder: Path = NOTEBOOKS) -> list[Path]:
+    """What :func:`copy_lessons` copies, relative to ``folder``: every lesson and every solution file."""
+    folder = Path(folder)
+    found = [p.relative_to(folder) for p in lessons(folder=folder)]
+    found += sorted(p.relative_to(folder) for p in (folder / SOLUTIONS).glob("*.py"))
+    return found
+
+
+def copy_lessons(dest, force: bool = False, folder: Optional[Path] = None) -> list[Path]:
+    """Copy the lessons and their solutions (from ``folder``, default: the course's, wherever it is installed) into
+    ``dest``, created if needed; the paths written. A ``dest`` that already holds a file this would overwrite is
+    refused in one sentence unless ``force``; each file is written whole (a temporary file, then a rename)."""
+    source = Path(folder) if folder is not None else NOTEBOOKS
+    files = lesson_files(source)
+    if not files:
+        raise MissingFileError(f"No lessons were found in {source}: reinstall the course (pip install of its wheel), or "
+                          "run this from a clone of its repository.")
+    dest = Path(dest).expanduser()
+    if dest.exists() and not dest.is_dir():
+        raise WriteError(f"{dest} is a file, not a folder: give a folder for the lessons.")
+    clash = [rel for rel in files if (dest / rel).exists()]
+    if clash and not force:
+        more = f" and {len(clash) - 1} more" if len(clash) > 1 else ""
+        raise WriteError(f"{dest} already holds {clash[0]}{more}, which copying the lessons would overwrite: give "
+                          "another folder, or add --force to replace them.")
+    written = []
+    for rel in files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, (source / rel).read_bytes())
+        written.append(target)
+    return written
 
 
 # ------------------------------------------------------------------- which corpus each lesson reads, and why

@@ -10,6 +10,7 @@ every one of them. In a lesson, the figure is the cell's last expression::
     from lmcourse.course import diagrams
     diagrams.lstm_cell()
 
+- :func:`kn_backoff` (01): the interpolated Kneser-Ney bigram, the counts then :math:`\gamma(v)` times the shorter history;
 - :func:`lstm_cell` (02, 02b): the gates, the cell state and the path a gradient takes through it;
 - :func:`gradient_path` (02): that path over several steps, a product of forget gates, beside a plain RNN's;
 - :func:`dropout_masks` (03): what one draw of the mask covers: a step, a word type, a sequence, :math:`W_{hh}`;
@@ -37,7 +38,7 @@ import numpy as np
 from ..checksum import atomic_write
 from .notation import change
 
-__all__ = ["MAX_SIZE", "MIN_POINTS", "DIAGRAMS", "lstm_cell", "gradient_path", "dropout_masks", "tied_matrix",
+__all__ = ["MAX_SIZE", "MIN_POINTS", "DIAGRAMS", "kn_backoff", "lstm_cell", "gradient_path", "dropout_masks", "tied_matrix",
            "softmax_bottleneck", "mos_head", "cache_attention", "dynamic_evaluation", "ladder", "attention_block",
            "LADDER", "small_text", "outside_text", "overlapping_text", "problems", "png"]
 
@@ -126,6 +127,33 @@ def _line(ax, xs, ys, color=INK, lw=1.6, ls="-", zorder=1):
 
 def _say(ax, x, y, text, size=FS, color=INK, ha="center", va="center", **kw):
     return ax.text(x, y, text, fontsize=size, color=color, ha=ha, va=va, **kw)
+
+
+# ---------------------------------------------------------------------------------------------- 01: counting
+
+def kn_backoff():
+    r"""Lesson 01's interpolated Kneser-Ney bigram as a chain: the discounted counts of :math:`v\,w`, plus
+    :math:`\gamma(v)` (the mass the discounts freed) times the continuation unigram, which is itself discounted
+    and mixed with the uniform :math:`1/V`; an unseen history passes everything down (:math:`\gamma = 1`)."""
+    fig, ax = _figure(10, 4.4)
+    y, h = 2.45, 1.5
+    parts = [(1.55, 2.7, BLUE, "the bigram's counts", r"$\dfrac{\max(c(v\,w) - D,\ 0)}{c(v\,\bullet)}$"),
+             (5.15, 2.7, ORANGE, "continuation unigram", r"$\dfrac{N_{1+}(\bullet\,w)}{N_{1+}(\bullet\,\bullet)}$"),
+             (8.6, 1.9, GREY, "uniform", r"$\dfrac{1}{V}$")]
+    for x, w, color, name, formula in parts:
+        _box(ax, x, y, w, h, color=color)
+        _say(ax, x, y + 0.42, name, size=SMALL)
+        _say(ax, x, y - 0.2, formula)
+    for (xa, wa, *_), (xb, wb, *_), label in zip(parts, parts[1:], (r"$+\,\gamma(v)\,\times$", r"$+\,\gamma\,\times$")):
+        start, end = xa + wa / 2 + 0.05, xb - wb / 2 - 0.05
+        _arrow(ax, (start, y - 0.2), (end, y - 0.2), lw=2)
+        _say(ax, (start + end) / 2, y + 0.2, label)
+    _say(ax, 5.0, 3.95, r"$p(w \mid v)$, read left to right: what the counts say, plus what they gave up, passed on")
+    _say(ax, 5.0, 1.15, r"$\gamma(v) = D\,N_{1+}(v\,\bullet)\,/\,c(v\,\bullet)$: the mass the discounts freed",
+         color=BLUE)
+    _say(ax, 5.0, 0.45, r"a history never seen: $\gamma(v) = 1$, all of it to the shorter history; "
+         "orders 3 to 5 stack the same way", size=SMALL)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------- 02: the LSTM
@@ -539,6 +567,7 @@ def attention_block(T: int = 5):
 # ---------------------------------------------------------------------------------------------- the list
 
 DIAGRAMS: dict[str, tuple[Callable, str, str]] = {
+    "kn_backoff": (kn_backoff, "01", "interpolated Kneser-Ney: counts, then gamma times the shorter history"),
     "lstm_cell": (lstm_cell, "02, 02b", "the LSTM cell and its gradient path through c_t"),
     "gradient_path": (gradient_path, "02", "the gradient back through time: a product of forget gates"),
     "dropout_masks": (dropout_masks, "03", "the four dropout masks over time"),
@@ -554,10 +583,33 @@ DIAGRAMS: dict[str, tuple[Callable, str, str]] = {
 
 # ---------------------------------------------------------------------------------------------- checks
 
+def _undrawn_tick_labels(fig) -> set:
+    """The tick labels matplotlib keeps but does not draw: those of ticks outside their axis's view (a
+    locator places a tick or two past each end of a plot's range, and only the ticks within it are drawn)."""
+    undrawn = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            slack = 1e-9 * max(abs(lo), abs(hi), 1.0)
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                loc = tick.get_loc()
+                if loc is None or not lo - slack <= loc <= hi + slack:
+                    undrawn.update((id(tick.label1), id(tick.label2)))
+    return undrawn
+
+
 def _texts(fig):
+    """The texts a reader sees: visible, not empty, and no tick label of a tick outside its axis's view, or of an
+    axis switched off (matplotlib keeps those labels, placed off the axes, but does not draw them)."""
     from matplotlib.text import Text
 
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    undrawn = _undrawn_tick_labels(fig)
+    for ax in fig.axes:  # an axis switched off draws none of its tick labels
+        for axis in (ax.xaxis, ax.yaxis):
+            if not (ax.axison and axis.get_visible()):
+                undrawn.update(id(label) for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+                               for label in (tick.label1, tick.label2))
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in undrawn]
 
 
 def _scale(fig, shown_width: Optional[float]) -> float:

@@ -345,7 +345,7 @@ RENAMES: tuple[Rename, ...] = (
     Rename("h for an n-gram's history → v (h_t is the hidden state)",
            r"\\mid h\)|\\mid h\b|c\(h\b|c\(h\\,|\(h\\,\\bullet|\\gamma\(h\)|history \$h\$", ("01",)),
     Rename("α, β for AR and TAR → α_AR, β_TAR (α is the cache's offset)",
-           r"\\text\{AR\}\s*=\s*\\alpha|\\text\{TAR\}\s*=\s*\\beta", ("03", "09")),
+           r"\\text\{AR\}\s*=\s*\\alpha(?!_)|\\text\{TAR\}\s*=\s*\\beta(?!_)", ("03", "09")),  # not the new names
     Rename("M for weight drop's mask → M_hh (M is the causal mask)", r"M \\odot W_\{hh\}|M_\{ij\}|mask \$M\$ is drawn",
            ("03",)),
     Rename("K for the beam's width → words (K is the mixture's count)", r"keep the \$K\$", ("02b",)),

@@ -8,10 +8,10 @@ variables. What a reader must see is the Markdown, never the Python that formats
   (:data:`HIDDEN_KEY`); JupyterLab collapses such an input to a thin bar in the notebook view;
 - the RISE show renders the notebook's cells, so the input is collapsed there too, and
   ``notebooks/rise.css`` (which RISE loads beside the lesson) hides the bar on the slides;
-- ``make slides`` (:mod:`.deck`) and ``make book`` (:mod:`.book`) leave the input out
-  (:func:`drop_hidden_inputs`);
-- which cells have hidden inputs is declared with the demo path in :mod:`.slides` (``HIDDEN``) and
-  stamped by ``python -m lmcourse.course.slides stamp``, so a cell collapsed by accident in JupyterLab
+- ``make slides`` (:mod:`lmcourse.authoring.deck`) and ``make book`` (:mod:`lmcourse.authoring.book`) leave
+  the input out (:func:`drop_hidden_inputs`);
+- which cells have hidden inputs is declared with the demo path in :mod:`lmcourse.authoring.slides`
+  (``HIDDEN``) and stamped by ``python -m lmcourse.authoring.slides stamp``, so a cell collapsed by accident in JupyterLab
   is caught by ``tests/test_slides.py`` and restored by the next stamp.
 
 In the lesson, the take-away cell is one call::

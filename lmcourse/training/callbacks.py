@@ -1,11 +1,13 @@
 """Watching a training run: the callback hooks, a progress bar and a live perplexity curve.
 
-A callback sees the trainer at four moments (plus the start of each epoch)::
+A callback sees the trainer at four moments (plus the start of each epoch, and the epoch's row before it is saved)::
 
     on_train_begin(trainer)
     on_epoch_begin(trainer, epoch)
     on_batch_end(trainer, batch_idx, loss)     # loss: a 0-d tensor, not yet synced to the host
-    on_epoch_end(trainer, row)                 # row: the epoch's history row (a dict)
+    on_row(trainer, row)                       # the epoch's history row (a dict), before any checkpoint holds it:
+                                               # what a callback adds here survives a run killed after the save
+    on_epoch_end(trainer, row)                 # the same row, once the epoch's checkpoints are written
     on_train_end(trainer)
 
 Setting ``trainer.stop = True`` in any hook ends training after the current batch.
@@ -41,6 +43,9 @@ class Callback:
         pass
 
     def on_batch_end(self, trainer, batch_idx: int, loss) -> None:
+        pass
+
+    def on_row(self, trainer, row: dict) -> None:
         pass
 
     def on_epoch_end(self, trainer, row: dict) -> None:
@@ -267,10 +272,9 @@ class Snapshots(KeepCurve):
         if self.step in self.at:
             self.samples.append([self.step, self.sample(trainer.model)])
 
-    def on_epoch_end(self, trainer, row: dict) -> None:
+    def on_row(self, trainer, row: dict) -> None:  # before the checkpoints: a resumed run keeps every sample
         row["samples"], self.samples = self.samples, []
         row["batches"] = self.step
-        super().on_epoch_end(trainer, row)
 
 
 def nll_with_dropout(model, source: torch.Tensor, bptt: int) -> float:

@@ -115,7 +115,9 @@ class Trainer:
 
     def _emit(self, hook: str, *args) -> None:
         for callback in self.callbacks:
-            getattr(callback, hook)(self, *args)
+            method = getattr(callback, hook, None)  # a callback written before a hook existed lacks it
+            if method is not None:
+                method(self, *args)
 
     @property
     def optimizer_name(self) -> str:
@@ -227,6 +229,7 @@ class Trainer:
         with averaged_weights(self.optimizer, self.params) as averaged:
             valid_loss = self._agree(evaluate(self.model, self.valid_data, self.config.bptt))
             row = self._row(epoch, stats, valid_loss, averaged)
+            self._emit("on_row", row)  # callbacks complete the row before a checkpoint holds it
             self.history.rows.append(row)
             if not (math.isfinite(row["valid_ppl"]) and valid_loss <= self._limit):
                 self._diverged(f"The validation perplexity became {row['valid_ppl']:.4g} at epoch {epoch}")

@@ -189,28 +189,28 @@ class CacheExplorer:
         import matplotlib.pyplot as plt
 
         v = self.view(t, theta, lam)
-        fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.2), gridspec_kw=dict(width_ratios=[3, 1]))
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw=dict(width_ratios=[3, 1]))
         dist = (t - v.positions).numpy()
         hit = (self.inputs.targets.cpu()[v.positions] == self.inputs.targets[t].cpu()).numpy()
         ax.vlines(dist[~hit], 0, v.weights.numpy()[~hit], color="0.6", lw=1, label="another word")
         ax.vlines(dist[hit], 0, v.weights.numpy()[hit], color="tab:orange", lw=2, label=f"the target '{v.target}'")
         for k in v.weights.argsort(descending=True)[:4].tolist():
-            ax.annotate(self.word(int(v.positions[k])), (dist[k], float(v.weights[k])), fontsize=8,
+            ax.annotate(self.word(int(v.positions[k])), (dist[k], float(v.weights[k])), fontsize=10,
                         xytext=(3, 3), textcoords="offset points")
         ax.set_xscale("log")
         ax.set_xlabel("distance t - i (positions back)")
         ax.set_ylabel("attention weight $a_i$")
-        ax.set_title(f"position {t:,}: where the cache looks", fontsize=10)
-        ax.legend(fontsize=8)
+        ax.set_title(f"position {t:,}: where the cache looks", fontsize=11)
+        ax.legend(fontsize=10)
         names = ["model", "cache", "mixed"]
         probs = [v.p_model, v.p_cache, v.p_mixed]
         floor = min([1e-6] + [p / 3 for p in probs if p > 0])             # a log axis: tiny model odds stay visible
         bx.bar(names, [max(p, floor) for p in probs], color=["tab:blue", "tab:orange", "tab:green"])
         for k, p in enumerate(probs):
-            bx.text(k, max(p, floor), f"{p:.2g}", ha="center", va="bottom", fontsize=8)
+            bx.text(k, max(p, floor), f"{p:.2g}", ha="center", va="bottom", fontsize=10)
         bx.set_yscale("log")
         bx.set_ylim(floor, 1)
-        bx.set_title(f"p('{v.target}'), log scale", fontsize=10)
+        bx.set_title(f"p('{v.target}'), log scale", fontsize=11)
         fig.tight_layout()
         return fig
 

@@ -15,7 +15,7 @@ def p_continuation(tokens, V):
 
 
 # 01.addk-limit
-addk_limit_ppl = 1_000    # (c(hw) + k) / (c(h) + kV) tends to 1/V: the uniform model, whose perplexity is V
+addk_limit_ppl = 1_000    # (c(vw) + k) / (c(v) + kV) tends to 1/V: the uniform model, whose perplexity is V
 
 
 # 01.discount

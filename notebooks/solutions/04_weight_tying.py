@@ -13,8 +13,8 @@ rows_prediction = ({1, 3}, {0, 1, 2, 3, 4, 5})   # the lookup touches the words 
 
 
 # 04.share-limit
-share_limit = 200 / (2 * 200 + 1)    # V E / (V (2E + 1) + LSTM) with E = 200: the decoder bias stays untied
-why_share_limit = "b"    # per word: E + E + 1 (the decoder bias), of which tying removes E
+share_limit = 200 / (2 * 200 + 1)    # V d / (V (2d + 1) + LSTM) with d = 200: the decoder bias stays untied
+why_share_limit = "b"    # per word: d + d + 1 (the decoder bias), of which tying removes d
 
 
 # 04.band

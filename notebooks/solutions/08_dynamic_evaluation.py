@@ -3,8 +3,8 @@ import torch
 
 
 # 08.sgd-step
-def sgd_step(theta, g, theta_0, lr, decay):
-    return theta - lr * g + decay * (theta_0 - theta)   # both terms read theta before the step
+def sgd_step(phi, grad, phi_0, lr, decay):
+    return phi - lr * grad + decay * (phi_0 - phi)   # both terms read phi before the step
 
 
 # 08.decay-rates
@@ -14,22 +14,22 @@ def rms_decay_rates(ms, decay):
 
 
 # 08.twice
-twice_prediction = "same"      # every call starts from theta_0 and never writes the wrapped model
+twice_prediction = "same"      # every call starts from phi_0 and never writes the wrapped model
 
 
 # 08.lr-zero
-lr_zero_equals = "static"      # no step, and the decay pulls towards theta_0, where theta already is
-why_lr_zero = "a"    # no step, and the pull towards theta_0 is zero where theta already is
+lr_zero_equals = "static"      # no step, and the decay pulls towards phi_0, where phi already is
+why_lr_zero = "a"    # no step, and the pull towards phi_0 is zero where phi already is
 
 
-def _decay_after_step(theta, g, theta_0, lr, decay):
-    theta = theta - lr * g
-    return theta + decay * (theta_0 - theta)
+def _decay_after_step(phi, grad, phi_0, lr, decay):
+    phi = phi - lr * grad
+    return phi + decay * (phi_0 - phi)
 
 
-def _in_place(theta, g, theta_0, lr, decay):
-    theta += decay * (theta_0 - theta) - lr * g
-    return theta
+def _in_place(phi, grad, phi_0, lr, decay):
+    phi += decay * (phi_0 - phi) - lr * grad
+    return phi
 
 
 def _summed(ms, decay):                                 # the first code version's normaliser
@@ -50,7 +50,7 @@ ANSWERS = {
     "08.lr-zero-why": why_lr_zero,
 }
 WRONG = {
-    "08.sgd-step": [_decay_after_step, _in_place, lambda theta, g, theta_0, lr, decay: theta - lr * g],
+    "08.sgd-step": [_decay_after_step, _in_place, lambda phi, grad, phi_0, lr, decay: phi - lr * grad],
     "08.decay-rates": [_summed, _unclipped],
     "08.twice": ["lower", "higher"],
     "08.lr-zero": ["dynamic", "oracle"],

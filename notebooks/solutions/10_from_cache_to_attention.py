@@ -15,8 +15,8 @@ def block_params(E, F):
     return 2 * 2 * E + 3 * E * E + 3 * E + E * E + E + E * F + F + F * E + E
 
 
-def reach(L, w):
-    return L * w
+def reach(L, window):
+    return L * window
 
 
 ANSWERS = {
@@ -38,5 +38,5 @@ def _unscaled(q, k, v):
 WRONG = {
     "10.attention": [_unmasked, _unscaled],
     "10.block-params": [lambda E, F: 4 * E * E + 2 * E * F, lambda E, F: 4 * E * E + 4 * E + 2 * E * F + F + E],
-    "10.reach": [lambda L, w: w, lambda L, w: L * (w + 1)],
+    "10.reach": [lambda L, window: window, lambda L, window: L * (window + 1)],
 }

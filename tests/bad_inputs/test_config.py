@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lmcourse import config
-from lmcourse.course import lessons
+from lmcourse.authoring import lessons
 from lmcourse.errors import ConfigError
 
 from .helpers import assert_one_sentence, cli

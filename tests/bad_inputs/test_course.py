@@ -1,4 +1,4 @@
-"""lmcourse.course: make warm, make runs and make book refuse what they cannot use in one sentence, stop
+"""lmcourse.authoring: make warm, make runs and make book refuse what they cannot use in one sentence, stop
 on Ctrl-C in one line, and keep the files they trust (the lessons' times, the results table) sealed."""
 import json
 import multiprocessing
@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lmcourse.course import book, lessons
+from lmcourse.authoring import book, lessons
 from lmcourse.course.results import Results
 
 from .helpers import REPO, assert_one_sentence, child_env, files_under
@@ -219,7 +219,7 @@ def _assignments(text: str) -> dict:
 def test_every_make_form_the_readme_documents_parses(monkeypatch):
     """Issue 42, defect 5: `LESSONS="5 9" make slides`, as the README documents it, ended in "unrecognized arguments:
     5 9". Each documented form is run through make (-n: the command only) and its module's argument parsing."""
-    from lmcourse.course import deck
+    from lmcourse.authoring import deck
 
     monkeypatch.delenv("LMCOURSE_SCALE", raising=False)  # as the README's reader has it: the forms set it
     forms = documented_make_forms()
@@ -232,7 +232,7 @@ def test_every_make_form_the_readme_documents_parses(monkeypatch):
         dry = subprocess.run(["make", "-n", target, *shlex.split(after)], cwd=REPO, env=env, capture_output=True,
                              text=True, timeout=60)
         assert dry.returncode == 0, (form, dry.stderr)
-        commands = [shlex.split(line) for line in dry.stdout.splitlines() if " -m lmcourse.course." in line]
+        commands = [shlex.split(line) for line in dry.stdout.splitlines() if " -m lmcourse.authoring." in line]
         assert commands, (form, dry.stdout)
         for words in commands:
             module = words[words.index("-m") + 1].rsplit(".", 1)[-1]
@@ -290,7 +290,7 @@ def test_ctrl_c_during_make_warm_is_one_line_and_130(tmp_path, when):
     AssertionError from nbclient) and ended with status 1; unclear: a raw traceback on Ctrl-C while Python starts."""
     path, mark = _sleeping_lesson(tmp_path)
     env = dict(child_env(), LMCOURSE_CACHE=str(tmp_path / "cache"))
-    run = subprocess.Popen([sys.executable, "-m", "lmcourse.course.lessons", "warm", str(path), "--scale", "ci"],
+    run = subprocess.Popen([sys.executable, "-m", "lmcourse.authoring.lessons", "warm", str(path), "--scale", "ci"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
                            start_new_session=True)
     try:
@@ -344,7 +344,8 @@ def test_ctrl_c_in_every_long_tool_is_one_line_and_130(tmp_path, capsys, monkeyp
     from lmcourse.cli import reproduce
     from lmcourse.cli import word_lstm as word_lstm_cli
     from lmcourse.cli.main import main
-    from lmcourse.course import deck, registry, results_page
+    from lmcourse.authoring import deck, results_page
+    from lmcourse.course import registry
 
     monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path / "cache"))
     out = str(tmp_path / "out")
@@ -421,7 +422,7 @@ def _hostile_lesson(path: Path) -> Path:
 
 def test_book_and_slide_pages_escape_scripts_and_other_sites_frames(tmp_path):
     """Issue 42, unclear: book and slide pages kept <script> from cell outputs and external <iframe>s from markdown."""
-    from lmcourse.course import deck
+    from lmcourse.authoring import deck
 
     path = _hostile_lesson(tmp_path / "01_hostile.ipynb")
     book.build(tmp_path / "site", [path], mathjax=False, results=False)

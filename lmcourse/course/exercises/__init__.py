@@ -16,7 +16,7 @@ the test suite runs every check against both, so no exercise can rot. With
 
 A "predict, then run" exercise declares what the student predicts: ``exercise(id, hint, predicts=...)``, a
 tuple of values (numbers, strings, lists or sets of numbers, dicts of them) or a function returning it when
-the values take work to compute. :mod:`lmcourse.course.lint` then checks that no output stored before the
+the values take work to compute. :mod:`lmcourse.authoring.lint` then checks that no output stored before the
 exercise's solution shows one of them, so that the lesson does not print the answer before it is asked.
 """
 from __future__ import annotations

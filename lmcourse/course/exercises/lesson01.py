@@ -2,7 +2,7 @@ r"""Lesson 01 exercises: the Kneser-Ney continuation probability, add-k's limit,
 
 - ``01.continuation``: :math:`p_{\mathrm{cont}}(w) = N_{1+}(\bullet\, w) / N_{1+}(\bullet\,\bullet)`,
   the distinct left neighbours of ``w`` over the distinct bigrams (Kneser & Ney 1995).
-- ``01.addk-limit``: as :math:`k \to \infty`, :math:`(c(hw) + k) / (c(h) + kV) \to 1/V`, so the
+- ``01.addk-limit``: as :math:`k \to \infty`, :math:`(c(vw) + k) / (c(v) + kV) \to 1/V`, so the
   perplexity tends to :math:`V`.
 - ``01.discount``: the discount :math:`D` of the interpolated Kneser-Ney bigram, on a grid, with the
   lowest validation perplexity on the embedded corpus.
@@ -36,8 +36,9 @@ def continuation_reference(tokens: torch.Tensor, V: int) -> torch.Tensor:
     return torch.bincount(pairs[:, 1], minlength=V).double() / len(pairs)  # (V,)
 
 
-@exercise("01.continuation", hint="take the distinct bigrams with torch.unique(pairs, dim=0), count for each word how "
-                                  "many of them end in it (torch.bincount), and divide by the number of distinct bigrams.")
+@exercise("01.continuation", hint="N1+(• w) counts each distinct bigram once, however often it occurs: which torch call "
+                                  "keeps each row of the (N-1, 2) pairs once, and which one then counts, for every word, "
+                                  "the distinct bigrams that end in it? What do you divide by so that the values sum to 1?")
 def check_continuation(answer) -> str:
     for seed, V in ((0, 12), (1, 30)):
         x = _toy_stream(seed, V)
@@ -60,7 +61,7 @@ def check_continuation(answer) -> str:
             "it is what KN backs off to.")
 
 
-@exercise("01.addk-limit", hint="write (c(hw) + k) / (c(h) + kV) for a very large k: which terms still matter?",
+@exercise("01.addk-limit", hint="write (c(vw) + k) / (c(v) + kV) for a very large k: which terms still matter?",
           predicts=(ADDK_V,))
 def check_addk_limit(answer) -> str:
     value = float(answer)
@@ -69,7 +70,7 @@ def check_addk_limit(answer) -> str:
     if math.isinf(value):
         raise Wrong("add-k never gives probability 0, so its perplexity stays finite: every count gets k added.")
     if abs(value - ADDK_V) > 1:
-        raise Wrong(f"{value:g} is not the limit: as k grows, (c(hw) + k) / (c(h) + kV) tends to 1/V for every "
+        raise Wrong(f"{value:g} is not the limit: as k grows, (c(vw) + k) / (c(v) + kV) tends to 1/V for every "
                     "word, the uniform model. What is the perplexity of a uniform model over V words?")
     return f"as k grows every word gets 1/V, the uniform model, whose perplexity is V = {ADDK_V:,}."
 
@@ -109,8 +110,8 @@ def best_discount(grid=DISCOUNTS) -> tuple[float, float]:
     return min(ppl, key=ppl.get), estimate
 
 
-@exercise("01.discount", hint="call your KN bigram with D = 0.1, 0.3, 0.5, 0.7 and 0.9 on the embedded corpus and "
-                              "keep the D with the lowest validation perplexity.")
+@exercise("01.discount", hint="kn_bigram_logprobs takes D as its last argument: what validation perplexity does the "
+                              "embedded corpus give at each D of the grid, and which D gives the lowest?")
 def check_discount(answer) -> str:
     value = float(answer)
     if not any(abs(value - D) < 1e-9 for D in DISCOUNTS):

@@ -45,7 +45,7 @@ def check_cifg(answer) -> str:
             raise Wrong("return the pair (h_t, c_t).")
         h_t, c_t = (torch.as_tensor(o).double() for o in out)
         if h_t.shape != want_h.shape or c_t.shape != want_c.shape:
-            raise Wrong(f"h_t and c_t should both have shape {tuple(want_h.shape)} (B, H), got "
+            raise Wrong(f"h_t and c_t should both have shape {tuple(want_h.shape)} (B, d_h), got "
                         f"{tuple(h_t.shape)} and {tuple(c_t.shape)}.")
         if not torch.allclose(c_t, want_c, atol=1e-10):
             x_t, h_prev, c_prev, W_ih, W_hh, b = args
@@ -70,8 +70,9 @@ def batches_reference(n: int = STREAM, columns: int = COLUMNS, bptt: int = BPTT)
     return source.size(0), len(windows), windows[-1].size(0)
 
 
-@exercise("02.batches", hint=f"batchify keeps floor(N / B) rows; the windows must leave one row for the targets, "
-                             f"which are the inputs shifted by one.", predicts=lambda: batches_reference())
+@exercise("02.batches", hint="How many whole rows of 16 columns fit in 1,000 tokens? The targets are the inputs "
+                             "shifted by one row: how many rows does that leave for the inputs, and how do windows "
+                             "of 35 cut them?", predicts=lambda: batches_reference())
 def check_batches(answer) -> str:
     rows, windows, last = batches_reference()
     if not (isinstance(answer, (tuple, list)) and len(answer) == 3):
@@ -96,8 +97,8 @@ def forget_bias_reference() -> float:
     raise AssertionError("no bias on the grid reaches the ratio")
 
 
-@exercise("02.forget-bias", hint="the gradient-norm curve of the lesson takes the forget bias as an argument; try the "
-                                 "biases in the exercise's order and read the lag-50 norm against the lag-0 one.")
+@exercise("02.forget-bias", hint="grad_norm_vs_lag takes forget_bias as an argument: going up the grid from 0, which "
+                                 "is the first bias whose norm at lag 50 is at least a thousandth of its norm at lag 0?")
 def check_forget_bias(answer) -> str:
     value = float(answer)
     best = forget_bias_reference()

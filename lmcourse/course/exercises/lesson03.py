@@ -21,9 +21,9 @@ P_EMBED, OCCURRENCES = 0.1, 3  # exercise 03.word-types
 P_FROM, P_TO = 0.5, 0.9  # exercise 03.weight-noise
 
 
-@exercise("03.embedding", hint="the decision is made once per word type, not once per position: a word dropped "
-                               "is dropped everywhere it occurs in the batch. Draw one keep/drop per row of the "
-                               "table, scale the kept rows so the expected vector is unchanged, then look up.")
+@exercise("03.embedding", hint="is the keep-or-drop decision made once per position of the text, or once per word "
+                               "type, that is per row of the table? And by what must a kept row be multiplied so "
+                               "that the expected vector stays the same?")
 def check_embedding(answer) -> str:
     p, V, d, N = 0.3, 2_000, 8, 6_000
     torch.manual_seed(0)
@@ -73,8 +73,9 @@ def noise_ratio_reference(p_from: float = P_FROM, p_to: float = P_TO) -> float:
     return math.sqrt(p_to / (1 - p_to)) / math.sqrt(p_from / (1 - p_from))
 
 
-@exercise("03.weight-noise", hint="the variance of a sum of independent terms M_k w_k h_k / (1-p) is "
-                                  "sum_k w_k^2 h_k^2 Var(M_k) / (1-p)^2, with Var(M_k) = p (1-p).")
+@exercise("03.weight-noise", hint="each term M_k w_k h_k / (1-p) is a Bernoulli variable, scaled: what is its "
+                                  "variance, as a function of p? When independent terms are added, what adds up, and "
+                                  "what does that make of the standard deviation?")
 def check_weight_noise(answer) -> str:
     value, want = float(answer), noise_ratio_reference()
     if abs(value - want) <= 0.05 * want:
@@ -99,7 +100,7 @@ _WHY_NOT_WEIGHT_NOISE_WHY = {
 
 
 multiple_choice("03.weight-noise-why", right="a", why_not=_WHY_NOT_WEIGHT_NOISE_WHY,
-                hint="write the variance of one term M_k w_k h_k / (1 - p) with M_k ~ Bernoulli(1 - "
-                "p), then add the terms' variances; the standard deviation is the square root.",
+                hint="which add up over independent terms: their variances or their standard deviations? "
+                "And what is the variance of one term M_k w_k h_k / (1 - p), with M_k ~ Bernoulli(1 - p)?",
                 explanation="Var = p / (1 - p) * sum w_k^2 h_k^2, so the standard deviation goes from sqrt(1) to sqrt(9): a "
                 "factor 3.")

@@ -30,9 +30,9 @@ def _small_untied(V: int = 11, E: int = 6, seed: int = 0):
     return RNNLM(LMConfig(vocab_size=V, emb_size=E, hidden_size=E, num_layers=1, tie=False))
 
 
-@exercise("04.tie", hint="a tied model has one Parameter object reachable under two names, not two tables with "
-                         "equal numbers. Find the attribute that holds the decoder's matrix, and ask what "
-                         "assigning another module's Parameter to it does to model.parameters().")
+@exercise("04.tie", hint="is a tied model two tables holding equal numbers, or one Parameter object reachable under "
+                         "two names? Which attribute holds the decoder's matrix, and what does assigning the "
+                         "embedding's Parameter to it do to model.parameters()?")
 def check_tie(answer) -> str:
     model = _small_untied()
     before = sum(p.numel() for p in model.parameters())
@@ -63,8 +63,8 @@ def rows_reference(read=READ, targets=TARGETS, V: int = V_ROWS) -> tuple:
     return rows(model.embedding.weight.grad), rows(model.head.decoder.weight.grad)
 
 
-@exercise("04.rows", hint="the lookup E[x_t] touches only the rows of the words read; the softmax's normaliser "
-                          "sums over every word of the vocabulary.", predicts=lambda: rows_reference())
+@exercise("04.rows", hint="which rows of E does the lookup E[x_t] touch when the model reads [1, 3, 1]? And over "
+                          "which words does the softmax's normaliser sum?", predicts=lambda: rows_reference())
 def check_rows(answer) -> str:
     want_in, want_out = rows_reference()
     if not (isinstance(answer, (tuple, list)) and len(answer) == 2):
@@ -85,8 +85,8 @@ def share_limit_reference(E: int = E_LIMIT) -> float:
     return E / (2 * E + 1)
 
 
-@exercise("04.share-limit", hint="write the untied count as V (2E + 1) + 4 (2E^2 + 2E) and the saving as V E; "
-                                 "divide and let V grow.", predicts=lambda: (share_limit_reference(),))
+@exercise("04.share-limit", hint="which terms of the untied count grow with V, and which of them does tying remove? "
+                                 "What is their ratio once V is so large that the rest no longer counts?", predicts=lambda: (share_limit_reference(),))
 def check_share_limit(answer) -> str:
     value, want = float(answer), share_limit_reference()
     if abs(value - want) < 5e-4:
@@ -127,9 +127,9 @@ def _band_case(seed: int = 0) -> tuple:
     return untied, tied, counts
 
 
-@exercise("04.band", hint="build a mask of the tokens with lo <= count < hi (the upper edge belongs to the next "
-                          "band); the loss of a token is minus its log-probability; subtract in the order the "
-                          "course's sign asks for.")
+@exercise("04.band", hint="which tokens belong to the band, if the upper edge hi belongs to the next one? What is "
+                          "a token's loss, given its log-probability? And which model's mean comes first, so "
+                          "that a negative change means tying helps?")
 def check_band(answer) -> str:
     untied, tied, counts = _band_case()
     lo, hi = BAND

@@ -4,7 +4,7 @@ r"""Lesson 07 exercises: the cache's distribution, theta = 0, the global softmax
   as a (V,) vector (Grave et al. 2017); :math:`h_t` has read :math:`x_1, \dots, x_t` and predicts
   :math:`x_{t+1}`, and the value stored with :math:`h_i` is the word after it, :math:`x_{i+1}`.
 - ``07.theta-zero``: at :math:`\theta = 0` every stored position weighs the same, so the cache is a
-  unigram model of the window: :math:`p_{\text{cache}}(w) = \text{count}(w) / n`.
+  unigram model of the window: :math:`p_{\text{cache}}(w) = \text{count}(w) / \omega` over :math:`\omega` stored positions.
 - ``07.global``: :math:`\log p(x_{t+1})` under global normalisation,
   :math:`p(w) \propto e^{z_w} + \sum_{i: x_{i+1} = w} e^{\theta h_t\cdot h_i + \alpha}`.
 - ``07.lam-one``: with :math:`\lambda = 1` a target absent from the window gets probability 0, so
@@ -42,9 +42,9 @@ def _as_vector(out, what: str) -> torch.Tensor:
     return out
 
 
-@exercise("07.p-cache", hint="two steps: one attention weight per stored position, from the scores theta h_t . h_i "
-                             "and summing to 1 over the positions (not over the vocabulary); then each word collects "
-                             "the weights of the positions that stored it, into a vector of V numbers.")
+@exercise("07.p-cache", hint="over what do the attention weights from the scores theta h_t . h_i sum to 1: the "
+                             "stored positions or the vocabulary? And how does each word then collect the weights of "
+                             "the positions that stored it, into a vector of V numbers?")
 def check_p_cache(answer) -> str:
     for seed, theta in [(0, 1.0), (1, 0.3), (2, 2.5)]:
         h_t, keys, values, _ = _cache(seed)
@@ -62,7 +62,7 @@ def check_p_cache(answer) -> str:
     return "the cache is attention over stored states whose values are the words that followed them."
 
 
-@exercise("07.theta-zero", hint="with theta = 0 every score is the same: what is each of the n weights then, and "
+@exercise("07.theta-zero", hint="with theta = 0 every score is the same: what is each of the omega weights then, and "
                                 "what does p_cache(w) come down to for a word stored k times?")
 def check_theta_zero(answer) -> str:
     for seed in range(3):
@@ -83,9 +83,9 @@ def global_reference(z, h_t, keys, values, theta: float, alpha: float, target: i
     return float(num - torch.logaddexp(torch.logsumexp(z, 0), torch.logsumexp(s, 0)))
 
 
-@exercise("07.global", hint="numerator: exp(z[target]) plus exp(theta h_t.h_i + alpha) over the stored positions "
-                            "holding the target; denominator: sum_w exp(z_w) plus the same term over ALL stored "
-                            "positions; work in logs with torch.logsumexp.")
+@exercise("07.global", hint="which terms of one softmax belong to the target: its logit, and which stored positions? "
+                            "Which terms does the denominator sum over? And how do you add exponentials without "
+                            "leaving the logs (torch.logsumexp)?")
 def check_global(answer) -> str:
     h_t, keys, values, z = _cache(3)
     cases = [(int(values[0]), 1.0, 0.0), (int(values[3]), 0.5, 2.0), (V - 1, 1.5, -1.0)]
@@ -124,7 +124,7 @@ _WHY_NOT_THETA_ZERO_WHY = {
 
 
 multiple_choice("07.theta-zero-why", right="b", why_not=_WHY_NOT_THETA_ZERO_WHY,
-                hint="your theta_zero_cache says what the cache becomes; which words fill the last n "
+                hint="your theta_zero_cache says what the cache becomes; which words fill the last omega "
                 "positions, and what share does a name seen once get?",
                 explanation="a unigram cache spreads its mass like the recent words themselves, mostly over words the model "
                 "already predicts; only a sharp theta puts the mass where the context matches.")

@@ -67,9 +67,9 @@ def check_trigger(answer) -> str:
     raise Wrong(f"for history {h}, loss {loss} and n={n} the trigger is {want[i]}, you said {got[i]}.")
 
 
-@exercise("09.mix", hint="the weights (1 - lam) and lam multiply probabilities, which become additions of logs;"
-                         " the sum of two probabilities given as logs has its own function in torch, which "
-                         "never leaves log space.")
+@exercise("09.mix", hint="what does a product of probabilities become in log space, and so what are "
+                         "log((1 - lam) p) and log(lam q)? Which torch function adds two probabilities that you "
+                         "hold as logs, without leaving log space?")
 def check_mix(answer) -> str:
     log_p = torch.tensor([-0.5, -3.0, -800.0, -20.0, -900.0], dtype=torch.float64)
     log_q = torch.tensor([-2.0, -0.1, -1.0, -850.0, -950.0], dtype=torch.float64)
@@ -98,8 +98,8 @@ def _window_mean(bptt: int = 70, draws: int = 20000) -> float:
 
 
 @exercise("09.window-mean", predicts=lambda: (_window_mean(),),
-          hint="mix the two means with their probabilities: 0.95 of the windows centre on bptt, "
-                                 "0.05 on bptt / 2; int() then rounds towards zero, about half a step on average.")
+          hint="which two centres can a window have, and how often does each come up? What is the mean "
+               "of a mixture, and what does int() do, on average, to a number drawn around a centre?")
 def check_window_mean(answer) -> str:
     if not isinstance(answer, (int, float)) or isinstance(answer, bool):
         raise Wrong("give a number: the mean window length for bptt = 70.")
@@ -114,8 +114,8 @@ def check_window_mean(answer) -> str:
             "that int() cuts off.")
 
 
-@exercise("09.earliest-switch", hint="the trigger needs len(history) > n, where history holds the epochs before "
-                                     "this one; count which epoch first has n + 1 epochs before it.")
+@exercise("09.earliest-switch", hint="how many earlier epochs must the history hold before the trigger can "
+                                     "fire at all? Which epoch is the first to have that many before it?")
 def check_earliest_switch(answer) -> str:
     for n in (1, 2, 5, 10):
         history = []

@@ -5,8 +5,8 @@ r"""Lesson 10 exercises: one head of causal attention, a block's parameter count
 - ``10.block-params``: the numbers of one pre-norm block of width E and feed-forward width F: two layer
   norms (:math:`2E` each), :math:`W_Q, W_K, W_V` with biases (:math:`3E^2 + 3E`), :math:`W_O`
   (:math:`E^2 + E`), the feed-forward layer (:math:`EF + F + FE + E`).
-- ``10.reach``: with L layers each reading w positions back, the last layer's output at t depends on the
-  inputs from :math:`t - Lw` on.
+- ``10.reach``: with L layers each reading :math:`\omega` positions back (``window``), the last layer's output
+  at t depends on the inputs from :math:`t - L\omega` on.
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ def _reference_attention(q, k, v):
     return torch.softmax(scores, dim=-1) @ v
 
 
-@exercise("10.attention", hint="scores are q k^T over sqrt(d), one row per query; a query may read itself and "
-                               "what came before, so the entries above the diagonal get -inf before the softmax; "
-                               "the softmax runs along each row.")
+@exercise("10.attention", hint="which product of q and k gives one row of scores per query, and what are they "
+                               "divided by? Which keys may query t read, and what value makes a softmax ignore the "
+                               "others? Along which axis does the softmax run?")
 def check_attention(answer) -> str:
     g = torch.Generator().manual_seed(10)
     q, k, v = (torch.randn(6, 4, generator=g, dtype=torch.float64) for _ in range(3))
@@ -58,8 +58,9 @@ def _block_params(E: int, F: int) -> int:
     return sum(p.numel() for p in block.parameters())
 
 
-@exercise("10.block-params", hint="count each linear map as its weight matrix plus its bias; a layer norm has a "
-                                  "scale and a shift of E numbers each, and the block has two of them.")
+@exercise("10.block-params", hint="how many numbers does a linear map from E inputs to F outputs hold, counting its bias? "
+                                  "What does a layer norm learn for each of its E inputs, and how many layer norms "
+                                  "does a pre-norm block have?")
 def check_block_params(answer) -> str:
     cases = [(64, 128), (16, 24), (8, 32), (100, 7)]
     for E, F in cases:
@@ -76,17 +77,20 @@ def check_block_params(answer) -> str:
 
 
 @exercise("10.reach", predicts=(2 * 4,),  # the cell after the check probes reach(2, 4): two layers, a window of 4
-          hint="layer 1's output at t reads the inputs t - w .. t; layer 2's reads layer 1's outputs at "
-                           "t - w .. t, and each of those reaches w further back.")
+          hint="which inputs does layer 1's output at t read? Layer 2's output at t reads layer 1's outputs at "
+               "t - window .. t: how far back does the earliest of those reach?")
 def check_reach(answer) -> str:
-    for L, w in [(1, 35), (2, 35), (3, 10), (6, 512)]:
-        got = answer(L, w)
-        if got == L * w:
+    for L, window in [(1, 35), (2, 35), (3, 10), (6, 512)]:
+        got = answer(L, window)
+        if got == L * window:
             continue
-        if got == w:
-            raise Wrong("that is one layer's reach: each layer adds w more positions through the outputs it reads.")
-        if got == L * w + 1 or got == L * (w + 1):
-            raise Wrong("count distances, not positions: one layer reaches back w positions (from t - w to t).")
-        raise Wrong(f"for L = {L} layers of window w = {w} the output reaches {L * w} positions back, you said {got}.")
-    return ("L w positions: why the state of lesson 10's Transformer keeps each layer's inputs, not only the last "
+        if got == window:
+            raise Wrong("that is one layer's reach: each layer adds a window more positions through the outputs it "
+                        "reads.")
+        if got == L * window + 1 or got == L * (window + 1):
+            raise Wrong("count distances, not positions: one layer reaches back a window's positions (from "
+                        "t - window to t).")
+        raise Wrong(f"for L = {L} layers of window {window} the output reaches {L * window} positions back, you said "
+                    f"{got}.")
+    return ("L x window positions: why the state of lesson 10's Transformer keeps each layer's inputs, not only the last "
             "tokens, for a stream read in chunks to score as when read whole.")

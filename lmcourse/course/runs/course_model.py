@@ -195,7 +195,7 @@ def course_model(rung: str = "AWD recipe", seed: int = 0, scale: Optional[str] =
     shared = shared_settings(scale, **changes)
     corpus = ladder_corpus(Params(**shared["corpus"]))
     run = train_rung(rung_settings(rung, seed, shared), corpus, retrain=retrain, plot=plot, progress=progress,
-                     scale=scale)
+                     scale=scale, dataset=config.EMBEDDED)  # its corpus whatever LMCOURSE_DATASET says: no retraining
     return run, corpus
 
 

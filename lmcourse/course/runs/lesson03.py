@@ -58,11 +58,14 @@ from ...lm import perplexity
 from ...store.stored_numbers import compute_or_load
 from .course_model import AWD_PTB_DROPOUTS, SEEDS, rung_settings, shared_settings, train_rung
 
-__all__ = ["RUNS", "LESSON", "NAME", "SEEDS", "NARROW", "WIDTH", "LONGER", "RUNGS", "VARIANTS", "BRANCHES",
+__all__ = ["RUNS", "LESSON", "NAME", "DATASET", "SEEDS", "NARROW", "WIDTH", "LONGER", "RUNGS", "VARIANTS", "BRANCHES",
            "lesson_shared", "p_recurrent", "variant_changes", "variant_settings", "measure", "variant_numbers"]
 
 LESSON = "03"
 NAME = "03-dropout"
+# The corpus the runs read: the course model's variant of the embedded corpus, whatever LMCOURSE_DATASET says, so
+# that their stored numbers are keyed by it (the variant itself is in the key through the corpus fingerprint).
+DATASET = config.EMBEDDED
 NARROW = 2  # the word vectors are this many times narrower than the course model's
 WIDTH = 8  # hidden units per word-vector number (the course model has 1)
 LONGER = 2  # epochs, as a multiple of the course model's: the wider LSTM converges later
@@ -126,13 +129,14 @@ def measure(settings: dict, corpus, progress: Optional[bool] = None, plot: bool 
 
 
 def variant_numbers(variant: str, seed: int, corpus, scale: str, progress: Optional[bool] = None,
-                    plot: bool = False, floor: Optional[float] = None, dataset=None,
+                    plot: bool = False, floor: Optional[float] = None, dataset: str = DATASET,
                     retrain: Optional[bool] = None) -> dict:
     """The stored numbers of one variant at ``scale`` (committed, then the user's cache), trained when there are
-    none or ``retrain`` (or ``LMCOURSE_RETRAIN=1``) asks; ``"loaded"`` says which."""
+    none or ``retrain`` (or ``LMCOURSE_RETRAIN=1``) asks; ``"loaded"`` says which. ``dataset`` names the corpus
+    in the key: :data:`DATASET`, the one the runs read (never ``LMCOURSE_DATASET``'s)."""
     settings = variant_settings(variant, seed, lesson_shared(scale))
     return compute_or_load(NAME, settings, lambda: measure(settings, corpus, progress, plot, floor), corpus.vocab,
-                           scale=scale, dataset=config.DATASET if dataset is None else dataset, recompute=retrain,
+                           scale=scale, dataset=dataset, recompute=retrain,
                            lesson=LESSON)
 
 

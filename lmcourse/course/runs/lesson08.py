@@ -15,11 +15,11 @@ plus the grids (:func:`grids`, :func:`pass_settings`). One seed's passes (:func:
 
 and, as tensors: every test token's log-probability, ``static``, ``rms`` and ``sgd`` (each rule at its own best
 setting with the weights carried along the whole stream) and ``reset`` (the chosen rule with its weights back at
-:math:`\theta_0` and an empty state at every ``<doc>``); and ``drift``, :math:`\lVert\theta - \theta_0\rVert`
+:math:`\varphi_0` and an empty state at every ``<doc>``); and ``drift``, :math:`\lVert\varphi - \varphi_0\rVert`
 along the test stream for the chosen rule, every 20 segments.
 
 A second stored measurement per seed, ``08-dyneval-halves`` (:func:`halves`, :func:`stored_halves`), cuts every
-test document at its middle and scores each half on its own, from :math:`\theta_0` and an empty state, statically
+test document at its middle and scores each half on its own, from :math:`\varphi_0` and an empty state, statically
 and by the chosen rule at its tuned setting: against ``reset``, it says what the weights learned in a document's
 first half is worth to its second half.
 
@@ -45,13 +45,16 @@ from ...progress import bar
 from ...store.stored_numbers import compute_or_load
 from .course_model import SEEDS, course_model, rung_settings, shared_settings
 
-__all__ = ["NAME", "HALVES", "RUNG", "RULE", "SGD_GRID", "SEGMENTS", "RUNS", "grids", "pass_settings", "rule", "tune",
+__all__ = ["NAME", "HALVES", "RUNG", "DATASET", "RULE", "SGD_GRID", "SEGMENTS", "RUNS", "grids", "pass_settings", "rule", "tune",
            "passes", "stored_passes", "doc_pieces", "half_pieces", "halves", "halves_settings", "stored_halves",
            "with_weights"]
 
 NAME = "08-dyneval"
 HALVES = "08-dyneval-halves"  # every document's two halves, each scored on its own (:func:`halves`)
 RUNG = "AWD recipe"  # the course model's rung that lesson 08 wraps
+# The corpus the passes read, in their key: the course model's variant of the embedded corpus, whatever
+# LMCOURSE_DATASET says (the passes wrap the model committed for it), so that no setting recomputes them.
+DATASET = config.EMBEDDED
 
 # The course's dynamic-evaluation rule (Krause et al. 2018, Section 5: RMS-scaled steps, decay towards the
 # trained weights) and the grid its rate and decay are tuned over, on the whole validation split (``tune_tokens``
@@ -134,7 +137,7 @@ def half_pieces(tokens: torch.Tensor, doc: int) -> list:
 
 
 def with_weights(model, weights: dict):
-    """A copy of ``model`` (evaluation mode) holding ``weights`` ``{name: theta}`` (from ``DynamicEval.adapt``)."""
+    """A copy of ``model`` (evaluation mode) holding ``weights`` ``{name: phi}`` (from ``DynamicEval.adapt``)."""
     out = copy.deepcopy(model).eval()
     with torch.no_grad():
         for name, p in out.named_parameters():
@@ -174,8 +177,8 @@ def passes(model, corpus, grid: dict, progress: Optional[bool] = None) -> dict:
 
 
 def halves(model, corpus, summary: dict, grid: dict, progress: Optional[bool] = None) -> dict:
-    """Every test document cut at its middle (:func:`half_pieces`), each half scored on its own from
-    :math:`\theta_0` and an empty state: ``static`` and ``dynamic`` (the chosen rule of ``grid`` at the rate and
+    r"""Every test document cut at its middle (:func:`half_pieces`), each half scored on its own from
+    :math:`\varphi_0` and an empty state: ``static`` and ``dynamic`` (the chosen rule of ``grid`` at the rate and
     decay its tuning in ``summary`` found), each (N,) in the test stream's order."""
     chosen_grid = grid["rule"]
     best = summary["grids"][chosen_grid["method"]]
@@ -196,21 +199,23 @@ def halves(model, corpus, summary: dict, grid: dict, progress: Optional[bool] = 
 def stored_halves(seed: int, scale: str, progress: Optional[bool] = None, dataset=None,
                   recompute: Optional[bool] = None) -> dict:
     """One seed's halves (:func:`halves`) at ``scale``, loaded (the committed numbers, then the user's cache) or
-    computed and stored; the passes they read (:func:`stored_passes`) come first."""
+    computed and stored; the passes they read (:func:`stored_passes`) come first. ``dataset``: the corpus named in
+    the key (default :data:`DATASET`, the one the course model reads)."""
     found, run, corpus = stored_passes(seed, scale, progress, dataset)
     model = run.model.to(device()).eval()
     return compute_or_load(HALVES, halves_settings(seed, scale),
                            lambda: halves(model, corpus, found["summary"], grids(scale), progress), corpus.vocab,
-                           scale=scale, dataset=config.DATASET if dataset is None else dataset, recompute=recompute)
+                           scale=scale, dataset=DATASET if dataset is None else dataset, recompute=recompute)
 
 
 def stored_passes(seed: int, scale: str, progress: Optional[bool] = None, dataset=None,
                   recompute: Optional[bool] = None) -> tuple:
     """``(numbers, run, corpus)`` for ``seed`` at ``scale``: the passes loaded (or computed and stored), the course
-    model's run and its corpus; ``numbers["summary"]`` is the decoded ``json``."""
+    model's run and its corpus; ``numbers["summary"]`` is the decoded ``json``. ``dataset``: the corpus named in the
+    key (default :data:`DATASET`, the one the course model reads, whatever ``LMCOURSE_DATASET`` says)."""
     run, corpus = course_model(RUNG, seed, scale)
     model = run.model.to(device()).eval()
     found = compute_or_load(NAME, pass_settings(seed, scale), lambda: passes(model, corpus, grids(scale), progress),
-                            corpus.vocab, scale=scale, dataset=config.DATASET if dataset is None else dataset,
+                            corpus.vocab, scale=scale, dataset=DATASET if dataset is None else dataset,
                             recompute=recompute)
     return dict(found, summary=json.loads(found["json"])), run, corpus

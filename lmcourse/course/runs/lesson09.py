@@ -5,6 +5,10 @@ The trained rungs, their regime and their settings live in :mod:`.course_model` 
 model, which lessons 03, 04, 07, 08 and 10 share); this module re-exports them for the lesson. It adds the
 wrappers (:func:`wrappers`), which train nothing: the cache and dynamic evaluation are tuned on the seed's
 validation text and scored on its test text, and stored as numbers (``09-wrappers``).
+
+Every run and number of the ladder is keyed by :data:`DATASET`, the course model's variant of the embedded corpus,
+whatever ``LMCOURSE_DATASET`` says: the ladder reads that variant alone (its Penn Treebank rows come from
+:mod:`lmcourse.course.runs.ptb_model`, keyed by ``"ptb"``).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import torch
 
 from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
 from ...adapt.dyneval import DynamicEval, gradient_stats
+from ...config import EMBEDDED
 from ...corpora.grammar import Params
 from ...corpora.oracle import Oracle
 from ...lm import perplexity_from_nll, perplexity
@@ -24,9 +29,10 @@ from .course_model import (AWD_PTB_DROPOUTS, AWD_TRAINING, CACHE_GRID, RUNG_ONLY
                            rung_configs, rung_settings, shared_settings, train_config, train_rung)
 from .lesson08 import RULE, STATS_BATCH, rule as dyneval_rule
 
-__all__ = ["RUNS", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
+__all__ = ["RUNS", "DATASET", "SEEDS", "RUNGS", "TRAINED", "AWD_PTB_DROPOUTS", "ladder_params", "ladder_corpus", "shared_settings",
            "rung_settings", "wrapper_settings", "fit_on_one_thread", "train_rung", "wrappers", "dyneval_rule",
            "interior", "best_cache", "cached", "run_ladder", "CACHE_GRID", "DYN_GRID"]
+DATASET = EMBEDDED  # what the ladder's stored runs and numbers are keyed by: the variant, not LMCOURSE_DATASET
 RUNGS = ("KN5",) + TRAINED + ("+ cache", "+ dynamic evaluation")  # each rung stands on the one before
 DYN_GRID = RULE  # lesson 08's update rule and grid (the course's one), so that this ladder adapts as 08 does
 
@@ -126,7 +132,8 @@ def run_ladder(seed: int, scale: str = "cpu", changes: Optional[dict] = None, pr
     switch, model = None, None
     for rung in TRAINED:
         settings = rung_settings(rung, seed, shared)
-        run = train_rung(settings, corpus, plot=False, progress=progress, store=store, scale=scale)
+        run = train_rung(settings, corpus, plot=False, progress=progress, store=store, scale=scale,
+                         dataset=DATASET)
         model, history = run.model.eval(), run.history
         ladder[rung] = {s: perplexity(model, getattr(corpus, s)) for s in ("valid", "test")}
         if rung == "AWD recipe":

@@ -15,6 +15,9 @@ The Transformer is trained with Adam and a warm-up (its usual optimizer; the rec
 rate 8 is tuned for an LSTM), the rate halved when validation stalls, and dropout at the ladder's
 output-dropout rate. Its window is the ladder's BPTT length: each token reads at most ``bptt``
 tokens back, and the state carries them across batches.
+
+Its runs and numbers are keyed by :data:`DATASET` (lesson 09's: the course model's variant of the embedded corpus),
+whatever ``LMCOURSE_DATASET`` says, since the lesson reads that variant alone.
 """
 from __future__ import annotations
 
@@ -29,10 +32,11 @@ from ...store.stored_runs import CachedRun, train_or_load
 from ...training.settings import Adapter
 from . import lesson09 as ladder
 
-__all__ = ["RUNS", "BUDGETS", "SEEDS", "TRANSFORMER", "CACHE_GRID", "DYN_GRID", "transformer_settings",
+__all__ = ["RUNS", "DATASET", "BUDGETS", "SEEDS", "TRANSFORMER", "CACHE_GRID", "DYN_GRID", "transformer_settings",
            "transformer_fields", "TRANSFORMER_RUN", "model_config", "train_config", "fit", "train_transformer", "equal_time_numbers", "epochs_for_time", "wrapper_settings", "wrappers"]
 
 SEEDS = ladder.SEEDS
+DATASET = ladder.DATASET  # the key part of every stored run and number of this lesson: the variant it reads
 BUDGETS = ("equal parameters", "equal time")
 # The block's sizes by scale (E and d are the ladder's). EPOCHS_EQUAL_TIME at cpu: the AWD rung's 40 epochs
 # measured against the Transformer's, one epoch of each in turn on one thread (benchmarks/bench_transformer_time.py:
@@ -96,7 +100,7 @@ def train_transformer(settings: dict, corpus, floor: Optional[float] = None, ret
                       dataset=None) -> CachedRun:
     """Train one Transformer run (or load it: the committed reference run, then the user's cache).
 
-    ``scale`` and ``dataset`` (default: the current ones) go into the stored run's key."""
+    ``scale`` (default: the current one) and ``dataset`` (default: :data:`DATASET`) go into the stored run's key."""
     run = train_or_load("10-transformer", settings, lambda: fit(settings, corpus, floor, plot, progress), corpus.vocab,
                         retrain=retrain, **_key_parts(scale, dataset))
     run.model.vocab = corpus.vocab
@@ -104,8 +108,9 @@ def train_transformer(settings: dict, corpus, floor: Optional[float] = None, ret
 
 
 def _key_parts(scale: Optional[str], dataset) -> dict:
-    """The scale and dataset a stored result is keyed by: the ones given, else the current ones."""
-    return {"scale": scale or global_config.SCALE, "dataset": global_config.DATASET if dataset is None else dataset}
+    """The scale and dataset a stored result is keyed by: the ones given, else the current scale and :data:`DATASET`
+    (never ``LMCOURSE_DATASET``'s corpus, which the lesson does not read)."""
+    return {"scale": scale or global_config.SCALE, "dataset": DATASET if dataset is None else dataset}
 
 
 def equal_time_numbers(settings: dict, corpus, floor: Optional[float] = None, retrain: Optional[bool] = None,

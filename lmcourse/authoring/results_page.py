@@ -2,7 +2,7 @@
 
 ::
 
-    python -m lmcourse.course.results_page [--out book]     # make book writes it too
+    python -m lmcourse.authoring.results_page [--out book]     # make book writes it too
 
 ``results.html`` holds four things:
 
@@ -23,7 +23,7 @@ The README's headline figure, ``docs/ladder.png``, is the ladder alone with the 
 :func:`write_ladder_figure` from the same measured numbers (which it also carries, rounded, in the PNG's
 ``Description``, so a test can check that the committed picture is what the committed runs give)::
 
-    python -m lmcourse.course.results_page --figure docs/ladder.png
+    python -m lmcourse.authoring.results_page --figure docs/ladder.png
 """
 from __future__ import annotations
 
@@ -42,6 +42,9 @@ from .. import literature as lit
 from ..checksum import atomic_write
 from ..corpora.grammar import Params
 from ..corpora.oracle import Oracle
+from ..course.results import REGIME_HEADING
+from ..course.runs import course_model, lesson09 as L
+from ..course.seeds import mean_sd
 from ..errors import MissingFileError
 from ..lm import perplexity
 from ..ngram.model import NGramLM
@@ -49,9 +52,6 @@ from ..store import reference_runs as reference
 from ..store.stored_numbers import compute_or_load
 from ..store.stored_runs import run_key
 from .lessons import lesson_id, lessons
-from .results import REGIME_HEADING
-from .runs import course_model, lesson09 as L
-from .seeds import mean_sd
 
 PAGE = "results.html"
 LADDER_SCALE = "cpu"  # the scale of the committed reference runs
@@ -324,7 +324,7 @@ def write(out: Path, paths: Sequence[Path] = ()) -> Path:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.results_page", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.authoring.results_page", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="book", help="the folder to write (default: book)")
     parser.add_argument("--figure", default=None, type=Path,
                         help="write only the README's headline figure (the ladder and the floor) to this PNG")

@@ -10,7 +10,7 @@ picture copy. Two things then read as broken:
 - a folder of the machine that ran it (``/tmp/...``, ``/home/...``) or a calendar date: the saved lesson
   is the same for every reader, so it shows neither.
 
-:func:`problems` lists them, one line each. Lessons executed by :mod:`lmcourse.course.lessons` carry
+:func:`problems` lists them, one line each. Lessons executed by :mod:`lmcourse.authoring.lessons` carry
 a stamp in their metadata (:data:`STAMP`), so a test can hold exactly those to the rule.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 r"""The mechanical checks of a lesson's presentation: what a reviewer would count by hand, counted.
 
 Each check reads a notebook as saved (a dict, as :func:`json.load` gives it): its cells, their slide stamps
-(``metadata.slideshow.slide_type``, see :mod:`lmcourse.course.slides`; a cell without one continues the
+(``metadata.slideshow.slide_type``, see :mod:`lmcourse.authoring.slides`; a cell without one continues the
 slide, as in nbconvert), their hidden-input flags (:mod:`lmcourse.course.rendered`) and their stored
 outputs. The **path** is every cell not stamped ``skip`` (or ``notes``); a **slide** is a cell stamped
 ``slide`` or ``subslide`` with the path cells after it, up to the next slide.
@@ -32,7 +32,7 @@ with :mod:`lmcourse.course.diagrams` or check them with :func:`lmcourse.course.d
 
 :func:`words_per_sentence` gives the mean length of a lesson's sentences (the target is about 18 words at
 most); :func:`check_notebook` runs every check on one notebook, :func:`check_lessons` on the lessons
-(what ``tests/test_lint.py`` will assert once the lessons are edited), and ``python -m lmcourse.course.lint
+(what ``tests/test_lint.py`` will assert once the lessons are edited), and ``python -m lmcourse.authoring.lint
 [LESSON ...] [--findings]`` prints the table of counts per lesson (status 1 when a lesson has a finding).
 """
 from __future__ import annotations
@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from .catalog import lesson_id, lessons
-from .rendered import input_hidden
-from . import exercises as registry
+from ..course import exercises as registry
+from ..course.catalog import lesson_id, lessons
+from ..course.rendered import input_hidden
 
 __all__ = ["CHECKS", "MAX_CODE_LINES", "MAX_TITLE_WORDS", "MAX_SENTENCE_WORDS", "Finding", "slides",
            "announces_skipped", "long_code", "title_words", "shown_takeaways", "shown_rendered", "untitled_slides",
@@ -235,7 +235,7 @@ def shown_takeaways(nb) -> list[Finding]:
             if on_takeaway or re.search(r"\btakeaway\(", _source(cell)) or TAKEAWAY_HEADING.search(_output_text(cell)):
                 found.append(_finding(nb, k, "shown-takeaway", "the take-away shows the Python that formats it: "
                                       "render it with lmcourse.course.rendered.takeaway and declare the cell in "
-                                      "HIDDEN (lmcourse/course/slides.py)."))
+                                      "HIDDEN (lmcourse/authoring/slides.py)."))
     return found
 
 
@@ -244,7 +244,7 @@ def shown_rendered(nb) -> list[Finding]:
     take-aways are :func:`shown_takeaways`'s."""
     takeaways = {f.cell for f in shown_takeaways(nb)}
     return [_finding(nb, k, "shown-rendered", "the cell only renders Markdown, and the slide shows the Python "
-                     "that formats it: declare the cell in HIDDEN (lmcourse/course/slides.py).")
+                     "that formats it: declare the cell in HIDDEN (lmcourse/authoring/slides.py).")
             for k, c in enumerate(nb["cells"])
             if _on_path(c) and _renders_markdown(c) and not input_hidden(c) and k not in takeaways]
 
@@ -460,7 +460,7 @@ def table(rows: Sequence[dict]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.lint", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.authoring.lint", description=__doc__.split("\n\n")[0])
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
     parser.add_argument("--findings", action="store_true", help="list each finding under the table")
     args = parser.parse_args(argv)

@@ -2,9 +2,9 @@
 
 Two uses, both from the command line (and from the Makefile)::
 
-    python -m lmcourse.course.lessons warm [--scale cpu] [LESSON ...]     # make warm
-    python -m lmcourse.course.lessons store [--scale cpu] [LESSON ...]    # make lessons
-    python -m lmcourse.course.lessons runs [LESSON ...]                   # make runs
+    python -m lmcourse.authoring.lessons warm [--scale cpu] [LESSON ...]     # make warm
+    python -m lmcourse.authoring.lessons store [--scale cpu] [LESSON ...]    # make lessons
+    python -m lmcourse.authoring.lessons runs [LESSON ...]                   # make runs
 
 (the options may come anywhere: ``warm --scale ci 1`` and ``warm 1 --scale ci`` are the same).
 
@@ -18,8 +18,8 @@ the start. The measured times are kept in ``lesson-times.json``, sealed with its
 folder never lose each other's times; a damaged file is ignored with one note. Ctrl-C stops at once
 with one line. ``store`` executes the lessons and saves them with their outputs: the kernel name a
 fresh JupyterLab writes, each progress bar in its final state, and a stamp in the metadata
-(:data:`lmcourse.course.outputs.STAMP`) that says which scale and which execution path made them, and
-each cell's slide type as :mod:`lmcourse.course.slides` declares it.
+(:data:`lmcourse.authoring.outputs.STAMP`) that says which scale and which execution path made them, and
+each cell's slide type as :mod:`lmcourse.authoring.slides` declares it.
 
 ``runs`` regenerates the reference runs committed in ``reference_runs/`` (see
 :mod:`lmcourse.store.reference_runs`): it executes, at ``cpu`` scale, each lesson that stores runs,
@@ -42,11 +42,12 @@ from typing import Optional, Sequence
 from .. import _ctrl_c_raises, config
 from ..checksum import atomic_write, read_sealed_json, sealed_json
 from ..config import by_scale
+from ..course.catalog import NOTEBOOKS, PATTERN, REPO, check_writable, lesson_id, lessons  # noqa: F401 (the lessons, listed)
 from ..errors import ConfigError, LMCourseError, sentence
 from ..progress import bar
 from ..store import reference_runs as reference
 from ..training.lock import RunLock
-from .catalog import NOTEBOOKS, PATTERN, REPO, check_writable, lesson_id, lessons  # noqa: F401 (the lessons, listed)
+from ..course.catalog import NOTEBOOKS, PATTERN, REPO, check_writable, lesson_id, lessons  # noqa: F401 (the lessons, listed)
 from .outputs import MACHINERY, STAMP, problems
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -258,7 +259,7 @@ def warm(paths: Sequence[Path], scale: Optional[str] = None, store_outputs: bool
 def with_runs(paths: Sequence[Path]) -> list[Path]:
     """The lessons among ``paths`` that store runs: those the registry (:mod:`lmcourse.course.registry`) names as the
     owner of a declared run."""
-    from .registry import REGISTRY, lesson_of  # here: importing the registry imports every lesson's runs
+    from ..course.registry import REGISTRY, lesson_of  # here: importing the registry imports every lesson's runs
 
     owners = {lesson_of(name) for name in REGISTRY}
     return [p for p in paths if lesson_id(p) in owners]
@@ -284,7 +285,7 @@ def regenerate_runs(paths: Sequence[Path]) -> dict:
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command line (``make warm``, ``make lessons``, ``make runs``, each with ``LESSONS="2 7"``), options before
     or after the lessons."""
-    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.lessons", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.authoring.lessons", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("warm", "store", "runs"),
                         help="warm: train or load every stored run; store: also save the lessons with their outputs; "
                              "runs: retrain the reference runs committed in reference_runs/ (at cpu)")

@@ -2,7 +2,7 @@
 
 ::
 
-    python -m lmcourse.course.book [--out book]      # make book
+    python -m lmcourse.authoring.book [--out book]      # make book
 
 writes ``index.html`` (the lessons, linked, with what each teaches) and one page per lesson, made by
 nbconvert's HTML exporter (JupyterLab's look) with every picture embedded as a data URI. Nothing is
@@ -38,10 +38,10 @@ from typing import Optional, Sequence
 
 from .. import _ctrl_c_raises
 from ..checksum import atomic_write
+from ..course.rendered import drop_hidden_inputs
 from ..errors import LMCourseError, WriteError, sentence
 from .lessons import NOTEBOOKS, NotebookError, lessons, read_notebook
 from .outputs import STAMP
-from .rendered import drop_hidden_inputs
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # What a page keeps of the HTML in markdown cells and in outputs: text markup, tables, pictures and links. Anything
@@ -180,8 +180,8 @@ def build(out: Path, paths: Sequence[Path] = (), mathjax: bool = True, results: 
     """Write the site into ``out``; one dict per lesson page: file, title, scale, images, widgets.
 
     Every lesson is read and checked first; a broken one, or one saved with an error, is a
-    :class:`~lmcourse.course.lessons.NotebookError` and nothing is written. With ``results`` it also writes the
-    results page (:mod:`lmcourse.course.results_page`), linked from the index."""
+    :class:`~lmcourse.authoring.lessons.NotebookError` and nothing is written. With ``results`` it also writes the
+    results page (:mod:`lmcourse.authoring.results_page`), linked from the index."""
     import jinja2
 
     paths = list(paths) or lessons()
@@ -259,7 +259,7 @@ repository and run <code>make lab</code>; the sliders and boxes shown here as pi
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command line (``make book``), options before or after the lessons."""
-    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.book",
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.authoring.book",
                                      description="Build the course's static site from the lessons' stored outputs.")
     parser.add_argument("--out", default="book", help="the folder to write (default: book)")
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")

@@ -2,11 +2,11 @@
 
 ::
 
-    python -m lmcourse.course.deck fetch                 # once, at install time (make slides does it)
-    python -m lmcourse.course.deck build [--out slides] [LESSON ...]  # make slides, LESSONS="5 9" make slides
+    python -m lmcourse.authoring.deck fetch                 # once, at install time (make slides does it)
+    python -m lmcourse.authoring.deck build [--out slides] [LESSON ...]  # make slides, LESSONS="5 9" make slides
 
 ``build`` writes one ``<lesson>.slides.html`` per lesson with nbconvert's slides exporter: the cells of the
-lesson's demo path (their ``slideshow`` stamps, see :mod:`lmcourse.course.slides`), with the outputs the
+lesson's demo path (their ``slideshow`` stamps, see :mod:`lmcourse.authoring.slides`), with the outputs the
 notebook was saved with, every picture embedded; cells stamped ``skip`` are left out, and so is the input of a
 cell whose input is hidden (:mod:`lmcourse.course.rendered`: a take-away shows its Markdown only). Nothing is fetched
 when a deck is read:
@@ -15,9 +15,9 @@ when a deck is read:
   :data:`REVEAL_SHA256`), unpacked once by ``fetch`` into the environment (``.venv/share/lmcourse``, or
   ``$LMCOURSE_REVEAL``) and copied next to the decks; nbconvert's own template would load it, jQuery
   and require.js from a CDN, so the decks use the template below instead;
-- MathJax is copied from ``jupyter-server-mathjax``, as :mod:`lmcourse.course.book` does;
+- MathJax is copied from ``jupyter-server-mathjax``, as :mod:`lmcourse.authoring.book` does;
 - a widget shows the picture of its first state that its output carries;
-- the HTML of markdown cells and outputs is sanitised as the book's is (:func:`lmcourse.course.book.safe_html`).
+- the HTML of markdown cells and outputs is sanitised as the book's is (:func:`lmcourse.authoring.book.safe_html`).
 """
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ from typing import Optional, Sequence
 
 from .. import _ctrl_c_raises
 from ..checksum import atomic_write
+from ..course.rendered import drop_hidden_inputs
 from .book import MATHJAX_CONFIG, exporter, mathjax_source, static_copy, title_of
 from .lessons import lessons
-from .rendered import drop_hidden_inputs
 
 REVEAL_VERSION = "4.6.1"
 REVEAL_URL = f"https://registry.npmjs.org/reveal.js/-/reveal.js-{REVEAL_VERSION}.tgz"
@@ -171,7 +171,7 @@ speaker view, Esc shows every slide. To run the cells live, open the lesson in J
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """The command line, options before or after the lessons (``make slides`` passes ``build --out slides 5 9``)."""
-    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.deck", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.authoring.deck", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("fetch", "build"))
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
     parser.add_argument("--out", default="slides", help="the folder to write (default: slides)")
@@ -202,7 +202,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for d in decks:
         print(f"{d['file']:<44} {d['slides']:3d} slides {d['images']:3d} images")
     if not (reveal_home() / "dist" / "reveal.js").is_file():
-        print(f"reveal.js is not unpacked in {reveal_home()}: run python -m lmcourse.course.deck fetch (make slides "
+        print(f"reveal.js is not unpacked in {reveal_home()}: run python -m lmcourse.authoring.deck fetch (make slides "
               "does), else the decks show as one long page.")
     print(f"open {Path(args.out) / 'index.html'}")
     return 0

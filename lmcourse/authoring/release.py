@@ -1,4 +1,4 @@
-"""The course outside its repository: each lesson's set-up cell and licence footer, and the lessons copied out.
+"""The course outside its repository: each lesson's set-up cell and licence footer.
 
 A lesson runs in three places: a clone (``make lab``), a plain Jupyter where the course's wheel is installed, and
 a hosted notebook service (Colab and the like) that has neither. So every lesson opens with :data:`SETUP_SOURCE`, a
@@ -7,15 +7,15 @@ code cell that installs the package when it cannot be imported and does nothing 
 CC BY 4.0). Both are stamped by one command, which keeps each notebook's metadata and the cells' ids (a new
 cell gets a fresh one), gives both cells the slide type ``skip`` and no outputs, and can be re-run at any time::
 
-    python -m lmcourse.course.release stamp [LESSON ...]    # write the set-up cell and the footer (idempotent)
-    python -m lmcourse.course.release check [LESSON ...]    # status 1 when a lesson lacks either or differs
+    python -m lmcourse.authoring.release stamp [LESSON ...]    # write the set-up cell and the footer (idempotent)
+    python -m lmcourse.authoring.release check [LESSON ...]    # status 1 when a lesson lacks either or differs
 
 The package is not on the Python package index (the name ``lmcourse`` is not registered there, and a name
 someone else could register is not one a lesson should install), so the set-up cell installs it from the
 course's repository, :data:`SOURCE`, as an archive of its main branch: no git needed, no history downloaded.
 
-:func:`copy_lessons` is ``python -m lmcourse notebooks DEST``: the lessons and their solutions, from wherever
-the package is installed, into a folder of the student's own.
+Copying the lessons out (``python -m lmcourse notebooks DEST``) is a student's command, not an author's: it lives
+below, in :func:`lmcourse.course.catalog.copy_lessons`.
 """
 from __future__ import annotations
 
@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..checksum import atomic_write
-from ..errors import ConfigError, MissingFileError, WriteError
-from .catalog import NOTEBOOKS, check_writable, lessons
+from ..course.catalog import check_writable, lessons
+from ..errors import ConfigError
 
 SOURCE = "https://github.com/lmcourse/lmcourse"  # the course's repository; pyproject.toml's [project.urls] Source
 INSTALL_FROM = f"{SOURCE}/archive/refs/heads/main.zip"  # what the set-up cell installs where lmcourse is missing
-SOLUTIONS = "solutions"
 SETUP_MARK = "# Set-up:"  # the first line of the set-up cell, by which it is found again
 FOOTER_MARK = "<!-- lmcourse licence footer -->"
 
@@ -140,42 +139,8 @@ def stamp_files(paths: Sequence[Path]) -> list[Path]:
     return changed
 
 
-def lesson_files(folder: Path = NOTEBOOKS) -> list[Path]:
-    """What :func:`copy_lessons` copies, relative to ``folder``: every lesson and every solution file."""
-    folder = Path(folder)
-    found = [p.relative_to(folder) for p in lessons(folder=folder)]
-    found += sorted(p.relative_to(folder) for p in (folder / SOLUTIONS).glob("*.py"))
-    return found
-
-
-def copy_lessons(dest, force: bool = False, folder: Optional[Path] = None) -> list[Path]:
-    """Copy the lessons and their solutions (from ``folder``, default: the course's, wherever it is installed) into
-    ``dest``, created if needed; the paths written. A ``dest`` that already holds a file this would overwrite is
-    refused in one sentence unless ``force``; each file is written whole (a temporary file, then a rename)."""
-    source = Path(folder) if folder is not None else NOTEBOOKS
-    files = lesson_files(source)
-    if not files:
-        raise MissingFileError(f"No lessons were found in {source}: reinstall the course (pip install of its wheel), or "
-                          "run this from a clone of its repository.")
-    dest = Path(dest).expanduser()
-    if dest.exists() and not dest.is_dir():
-        raise WriteError(f"{dest} is a file, not a folder: give a folder for the lessons.")
-    clash = [rel for rel in files if (dest / rel).exists()]
-    if clash and not force:
-        more = f" and {len(clash) - 1} more" if len(clash) > 1 else ""
-        raise WriteError(f"{dest} already holds {clash[0]}{more}, which copying the lessons would overwrite: give "
-                          "another folder, or add --force to replace them.")
-    written = []
-    for rel in files:
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, (source / rel).read_bytes())
-        written.append(target)
-    return written
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.release", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.authoring.release", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("stamp", "check"),
                         help="stamp: write each lesson's set-up cell and footer; check: status 1 when one differs")
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
@@ -197,7 +162,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     status = 0
     for path in paths:
         for problem in problems(json.loads(path.read_text(encoding="utf-8"))):
-            print(f"{path.name}: {problem}: run python -m lmcourse.course.release stamp")
+            print(f"{path.name}: {problem}: run python -m lmcourse.authoring.release stamp")
             status = 1
     return status
 

@@ -22,9 +22,9 @@ Because other edits move and add cells, the stamps are written by a command that
 time (``make lessons`` runs it before saving), and ``tests/test_slides.py`` fails when a committed
 notebook's stamps differ from this declaration or a declared id no longer exists::
 
-    python -m lmcourse.course.slides stamp [LESSON ...]     # write the declared stamps (idempotent)
-    python -m lmcourse.course.slides check [LESSON ...]     # status 1 when a notebook differs
-    python -m lmcourse.course.slides summary [LESSON ...]   # each demo path: slides and minutes
+    python -m lmcourse.authoring.slides stamp [LESSON ...]     # write the declared stamps (idempotent)
+    python -m lmcourse.authoring.slides check [LESSON ...]     # status 1 when a notebook differs
+    python -m lmcourse.authoring.slides summary [LESSON ...]   # each demo path: slides and minutes
 
 A demo path runs from the stored runs: after Run All (which loads them), every code cell on it answers
 within about ten seconds at ``cpu``; the cells that train when no stored run matches are off the path.
@@ -40,8 +40,8 @@ from typing import Optional, Sequence
 
 from .. import _ctrl_c_raises
 from ..checksum import atomic_write
-from .catalog import NOTEBOOKS, check_writable, lesson_id, lessons
-from .rendered import hide_input, input_hidden
+from ..course.catalog import NOTEBOOKS, check_writable, lesson_id, lessons
+from ..course.rendered import hide_input, input_hidden
 
 SLIDE, SUB, FRAGMENT, ON = "slide", "subslide", "fragment", "-"
 SKIP = "skip"
@@ -51,17 +51,29 @@ TYPES = (SLIDE, SUB, FRAGMENT, ON, "notes", SKIP)
 SPEAKING_S = {SLIDE: 60, SUB: 45, FRAGMENT: 20, ON: 0}
 
 DEMO: dict[str, tuple[tuple[str, str], ...]] = {
-    "01": (("c000", SLIDE), ("c006", SLIDE),                                  # the claim; score() and perplexity
-           ("c010", SLIDE), ("c013", FRAGMENT),                               # add-k, best k per order (figure)
+    "01": (("c000", SLIDE),                                                  # the claim
+           ("r01-ppl", SLIDE), ("c005", ON), ("c006", FRAGMENT),              # perplexity: 1 and V; score()
+           ("r01-counts", SLIDE), ("c007", ON),                               # unseen n-grams by order (figure)
+           ("c010", SLIDE), ("c011", FRAGMENT),                               # add-k: an unseen history gets 1/V
+           ("c012", SLIDE), ("c013", ON),                                     # best k per order (figure)
+           ("r01-backoff", SLIDE), ("r01-backoff-fig", ON),                   # interpolation, drawn (diagram)
            ("c016", SLIDE), ("c017", FRAGMENT), ("c018", FRAGMENT),           # Kneser-Ney derived on screen
-           ("c021", SLIDE), ("c022", ON), ("c023", FRAGMENT),                 # perplexity against order (figure)
+           ("r01-mkn", SLIDE), ("c019", ON),                                  # modified KN's three discounts
+           ("r01-order", SLIDE), ("c021", ON), ("c022", ON), ("c023", FRAGMENT),  # perplexity against order
+           ("r01-ptb", SLIDE), ("r01-ptb-kn5", ON), ("r01-ptb-after", FRAGMENT),  # KN5 on Penn Treebank
            ("c025", SLIDE), ("c026", ON),                                     # samples
-           ("c028", SLIDE), ("c029", SLIDE)),                                 # the numbers; what to take away
+           ("c027", SLIDE), ("r01-table", ON),                                # the numbers
+           ("c029", SLIDE)),                                                  # what to take away
     "02": (("c000", SLIDE), ("c003", SLIDE), ("c004", FRAGMENT),              # the claim; the equations, coded
+           ("r02-cell", SLIDE), ("r02-cell-fig", ON),                         # the cell, drawn (diagram)
            ("c005", SLIDE), ("c006", ON), ("c007", FRAGMENT),                 # checked against torch.nn.LSTM
-           ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # gradient against lag (figure)
+           ("r02-grad", SLIDE), ("r02-gradpath", ON),                         # the gradient's two paths (diagram)
+           ("r02-products", SLIDE),                                           # the two products
+           ("r02-measure", SLIDE), ("c008", ON), ("c009", ON), ("c010", FRAGMENT),  # gradient against lag
+           ("r02-exact", SLIDE), ("c011", ON),                                # exactly the product of forget gates
            ("c012", SLIDE), ("c013", ON),                                     # the forget bias decides
-           ("c020", SLIDE), ("c021", ON), ("c022", FRAGMENT)),                # clipping, measured (figure)
+           ("c020", SLIDE), ("c021", ON), ("r02-clipfig", ON), ("c022", FRAGMENT),  # clipping, measured (figure)
+           ("r02-takeaway", SLIDE)),                                          # what to take away
     "02b": (("c000", SLIDE), ("c00m", SLIDE), ("c00d", ON),                   # the claim; the LSTM cell (diagram)
             ("c00s", SLIDE), ("c008", ON), ("c009", FRAGMENT),                # samples along training (seed 0)
             ("c009b", SLIDE), ("c012", ON), ("c012m", FRAGMENT),              # three seeds against the KN 7-gram
@@ -72,20 +84,31 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
             ("c029", SLIDE), ("c030f", ON), ("c031", FRAGMENT),               # the forget gates learned (figure)
             ("c032", SLIDE), ("c035", ON), ("c036", FRAGMENT),                # agreement at a distance (figure)
             ("c038", SLIDE), ("c038t", ON)),                                  # what to take away
-    "03": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # standard against locked masks
+    "03": (("c000", SLIDE), ("r03-masks-md", SLIDE), ("r03-masks", ON),       # the claim; four masks (diagram)
+           ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),                 # standard against locked masks
            ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # embedding dropout (figure)
-           ("r03-rec-md", SLIDE), ("r03-rec-md3", SLIDE), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
-           ("c018", SLIDE), ("d06a776c", SLIDE), ("473429c6", ON),            # six variants; the curves
-           ("f2b5e451", FRAGMENT), ("bcd15267", ON),                          # test perplexity over the seeds
-           ("fc16cd75", SLIDE), ("21d8a424", ON),                             # the three claims, beyond the spread
+           ("r03-wd-md", SLIDE), ("c011", ON),                                # weight drop: the mask on W_hh
+           ("r03-rec-md", SLIDE), ("r03-rec-md3", FRAGMENT), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
+           ("c018", SLIDE), ("c021", ON),                                     # eight variants, loaded
+           ("d06a776c", SLIDE), ("473429c6", ON), ("f2b5e451", FRAGMENT),     # the curves: alone
+           ("r03-curves2-md", SLIDE), ("r03-curves2", ON), ("r03-curves2-read", FRAGMENT),  # inside the full model
+           ("r03-test-md", SLIDE), ("bcd15267", ON), ("r03-test-table", FRAGMENT),  # test perplexity over the seeds
+           ("fc16cd75", SLIDE), ("r03-claims", ON),                           # the papers' directions, to the rule
+           ("r03-ptb-md", SLIDE), ("r03-ptb-load", ON),                       # Penn Treebank: the corpus card
+           ("r03-ptb-fig-md", SLIDE), ("r03-ptb-fig", ON),                    # training against validation
+           ("r03-ptb-row-md", SLIDE), ("r03-ptb-table", ON), ("r03-ptb-read", FRAGMENT),  # the row, and how to read it
            ("e8a10b93", SLIDE), ("ca7e9f15", ON),                             # beside the literature
-           ("3e7cfcdb", SLIDE)),                                              # what to take away
-    "04": (("c000", SLIDE), ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT),  # one Parameter, two uses
-           ("c010", SLIDE), ("c011", ON),                                     # parameters saved (figure)
-           ("c014", SLIDE), ("c015", ON), ("e4a1c016", FRAGMENT),             # what a seed fixes; one ulp grows
-           ("e4a1c017", SLIDE), ("e4a1c018", ON), ("e4a1c020", FRAGMENT),     # untied against tied, seeds' spread
-           ("e4a1c021", SLIDE), ("e4a1c022", ON), ("e4a1c023", FRAGMENT),     # where it pays: rare words
+           ("3e7cfcdb", SLIDE), ("r03-takeaway", ON)),                        # what to take away
+    "04": (("c000", SLIDE), ("r04-tied-md", SLIDE), ("r04-tied", ON),       # the claim; one matrix, two roles (diagram)
+           ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT), ("c007", ON),  # one Parameter; its gradient, a sum
+           ("c010", SLIDE), ("c011", ON),                                     # where the parameters sit (figure)
+           ("e4a1c017", SLIDE), ("e4a1c018", ON), ("r04-tie-table", ON),     # untied against tied, seeds' spread
+           ("e4a1c020", FRAGMENT),                                            # the curves and the seeds (figure)
+           ("e4a1c021", SLIDE), ("e4a1c022", ON), ("r04-freq-fig", ON),      # where it pays: rare words
+           ("r04-freq-read", FRAGMENT), ("e4a1c023", FRAGMENT),
+           ("r04-papers-md", SLIDE), ("c020", ON),                            # the papers' pairs
            ("c025", SLIDE), ("c026", ON),                                     # the neighbours explorer
+           ("r04-ptb-md", SLIDE), ("r04-ptb-load", ON), ("r04-ptb-table", ON),  # Penn Treebank: the tie's row
            ("c029", SLIDE), ("e4a1c029", ON)),                                # what to take away
     "05": (("89c26d93", SLIDE),                                               # the claim
            ("05-bottleneck-md", SLIDE), ("05-bottleneck", ON),                # the factorisation (diagram)
@@ -110,46 +133,66 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("531335d1", FRAGMENT),
            ("4c018c35", SLIDE), ("efc2c487", ON),                             # the cost, measured
            ("a99d6553", SLIDE), ("894a0243", ON)),                            # what to take away
-    "07": (("d41f2d57", SLIDE), ("b0ede868", ON),                             # the claim; the papers' gains
+    "07": (("d41f2d57", SLIDE), ("b0ede868", ON),                             # the claim; the papers' changes
+           ("48ad12cb", SLIDE), ("c8d6843e", ON), ("26064731", FRAGMENT),     # the cache as attention (diagram)
            ("8854e16b", SLIDE), ("41accb49", ON), ("35247d34", FRAGMENT), ("dd6a6dbf", ON),  # the cache, coded
-           ("a8c7a4f4", SLIDE), ("25c8e368", ON), ("5e1a07c1", ON),           # theta and lambda (heat maps, 3 seeds)
+           ("a8c7a4f4", SLIDE), ("25c8e368", ON), ("ccfb4035", ON), ("5e1a07c1", ON),  # theta and lambda (heat map)
            ("33b7a233", FRAGMENT),
-           ("233032af", SLIDE), ("7838bead", ON), ("c8f5c4c3", FRAGMENT),     # who gains: names
+           ("233032af", SLIDE), ("7838bead", ON), ("6e562954", ON), ("c8f5c4c3", FRAGMENT),  # who gains: names
            ("52892dca", SLIDE), ("1f06da74", ON), ("0da882bc", ON),           # the attention explorer
-           ("38ca9935", SLIDE), ("3c97c4fc", ON),                             # the test gain over seeds
-           ("b85879bd", SLIDE)),                                              # what to take away
+           ("38ca9935", SLIDE), ("3c97c4fc", ON),                             # the test change over seeds
+           ("e354dcff", SLIDE), ("a6d12821", ON), ("f21a9998", ON), ("452afde7", FRAGMENT),  # Penn Treebank, papers
+           ("3e876777", SLIDE), ("0495560a", ON), ("bdefbb5b", ON),           # the explorer on Penn Treebank
+           ("b85879bd", SLIDE), ("2d74acbc", ON)),                            # what to take away
     "08": (("ac77f668", SLIDE),                                               # the claim
+           ("cc3af303", SLIDE), ("8b7a2346", ON),                             # along the stream (diagram)
            ("7678d48d", SLIDE), ("c0f0fd2f", ON),                             # the update rule, by hand
-           ("006149ba", SLIDE), ("c3afca99", FRAGMENT),                       # why the order matters
-           ("578694f1", SLIDE), ("2ec45947", FRAGMENT),                       # the rates, tuned (figure)
-           ("32878f15", SLIDE), ("0ddf8d95", ON),                             # static against dynamic
-           ("51e948dc", SLIDE), ("d2c3f745", ON),                             # where in a document
-           ("4ba95568", SLIDE), ("f17146d2", ON),                             # reset at every document
-           ("e1f5e069", SLIDE), ("16dc4f23", ON),                             # the cost
-           ("c7ae9622", SLIDE)),                                              # what to take away
+           ("006149ba", SLIDE), ("bd32cf3e", ON), ("c3afca99", FRAGMENT),     # why the order matters
+           ("40e10bec", SLIDE), ("578694f1", ON), ("2ec45947", FRAGMENT),     # the rates, tuned (figure)
+           ("32878f15", SLIDE), ("0ddf8d95", ON), ("44a81cee", ON),           # adaptation or more training
+           ("51e948dc", SLIDE), ("d2c3f745", ON), ("bb44924d", ON), ("dc3541b2", FRAGMENT),  # where in a document
+           ("4ba95568", SLIDE), ("f17146d2", ON), ("0afcfd50", ON), ("f6180597", FRAGMENT),  # reset at every document
+           ("21915fd8", SLIDE), ("07fe00b6", ON), ("4b5f33b1", ON),           # Penn Treebank, beside the papers
+           ("97c23764", SLIDE), ("7d81f07b", ON),                             # its seeds and tuned settings
+           ("5192d832", SLIDE), ("c7ae9622", ON)),                            # what to take away
     "09": (("8b6c15ea", SLIDE),                                               # the claim: the ladder
            ("5eb86e4a", SLIDE), ("9afd36b8", ON),                             # NT-ASGD's trigger on screen
            ("8fc0ba4d", SLIDE), ("61091d21", ON),                             # variable BPTT (figure)
-           ("e48560dc", SLIDE), ("03c39d8f", ON), ("005d8411", FRAGMENT), ("59a3d7da", ON),  # the ladder
+           ("e48560dc", SLIDE), ("03c39d8f", ON), ("005d8411", FRAGMENT), ("59a3d7da", ON),  # the ladder (table)
+           ("09a1c0e1", SLIDE), ("09a1c0e2", ON),                             # the ladder, drawn (diagram)
            ("f502e3df", SLIDE), ("f46a2800", ON),                             # every validation curve
-           ("b2424505", SLIDE), ("6572db77", ON),                             # beside the papers
-           ("f0bde711", SLIDE)),                                              # what to take away
+           ("09a1c0e4", SLIDE), ("09a1c0e7", ON),                             # the ladder on Penn Treebank (figure)
+           ("09a1c0e8", SLIDE), ("09a1c0e9", ON),                             # our steps against the papers' steps
+           ("f0bde711", SLIDE), ("09a1c0ec", ON)),                            # what to take away
     "10": (("42c60c96", SLIDE),                                               # the claim: the cache already attends
            ("4f8abbe5", SLIDE), ("6a69b09c", ON),                             # the cache as attention, through torch
-           ("44e71592", SLIDE), ("3e710573", ON),                             # causal attention vs the fused kernel
+           ("44e71592", SLIDE), ("10a1c0e0", ON),                             # the attention block (diagram)
+           ("10a1c0e1", SLIDE), ("3e710573", ON),                             # causal attention vs the fused kernel
            ("643a6b41", SLIDE), ("6bad3fba", ON), ("04b06b7b", FRAGMENT),     # the ladder with the Transformer (figure)
-           ("9c31d35a", SLIDE),                                               # the heads explorer
-           ("4283d270", SLIDE),                                               # what the lesson measured
+           ("10a1c0e2", SLIDE), ("9c31d35a", ON),                             # the heads explorer
+           ("10a1c0e3", SLIDE), ("4283d270", ON),                             # what the lesson measured
            ("49172fd0", SLIDE)),                                              # what to take away
 }
 
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.
 HIDDEN: dict[str, tuple[str, ...]] = {
+    "01": ("r01-backoff-fig", "c022", "r01-table"),                           # a diagram; a figure; the results table
+    "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
     "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027f", "c027m", "c030f", "c035", "c038t"),
+    "03": ("bcd15267", "r03-test-table", "r03-claims", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15",
+           "r03-takeaway"),
+    "04": ("c011", "r04-tie-table", "e4a1c020", "r04-freq-fig", "r04-freq-read", "c020", "r04-ptb-table",
+           "e4a1c029"),
     "05": ("05-bottleneck", "5c4f3d6c", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
+    "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "7838bead", "a6d12821", "f21a9998", "2d74acbc"),
+    "08": ("8b7a2346", "0ddf8d95", "44a81cee", "d2c3f745", "bb44924d", "f17146d2", "0afcfd50", "07fe00b6", "4b5f33b1",
+           "7d81f07b", "c7ae9622"),
+    "09": ("03c39d8f", "09a1c0e2", "132ed614", "09a1c0e7", "09a1c0e9", "09a1c0ec"),   # the ladder's table and drawing,
+                                                   # the measurements' table, the PTB figure and table, the take-away
+    "10": ("10a1c0e0", "4283d270"),                # the attention block (diagram), what the lesson measured
 }
 
 
@@ -159,19 +202,19 @@ def hidden(lesson: str, cell_ids: Sequence[str]) -> set[str]:
     missing = sorted(chosen - set(cell_ids))
     if missing:
         raise KeyError(f"Lesson {lesson}'s hidden inputs name cells it no longer has ({', '.join(missing)}): "
-                       "update HIDDEN in lmcourse/course/slides.py to the notebook's current cell ids.")
+                       "update HIDDEN in lmcourse/authoring/slides.py to the notebook's current cell ids.")
     return chosen
 
 
 def declared(lesson: str, cell_ids: Sequence[str]) -> dict[str, str]:
     """``{cell id: slide type}`` for every cell of a lesson: its demo path as declared, the rest ``skip``."""
     if lesson not in DEMO:
-        raise KeyError(f"Lesson {lesson} has no demo path: declare one in lmcourse/course/slides.py (DEMO).")
+        raise KeyError(f"Lesson {lesson} has no demo path: declare one in lmcourse/authoring/slides.py (DEMO).")
     path = dict(DEMO[lesson])
     missing = [c for c in path if c not in cell_ids]
     if missing:
         raise KeyError(f"Lesson {lesson}'s demo path names cells it no longer has ({', '.join(missing)}): "
-                       "update DEMO in lmcourse/course/slides.py to the notebook's current cell ids.")
+                       "update DEMO in lmcourse/authoring/slides.py to the notebook's current cell ids.")
     return {c: path.get(c, SKIP) for c in cell_ids}
 
 
@@ -253,7 +296,7 @@ def demo_length(nb: dict, lesson: str) -> dict:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     _ctrl_c_raises()
-    parser = argparse.ArgumentParser(prog="python -m lmcourse.course.slides", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lmcourse.authoring.slides", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("stamp", "check", "summary"))
     parser.add_argument("lessons", nargs="*", help="lesson numbers or notebook paths (default: all)")
     args = parser.parse_args(argv)
@@ -280,7 +323,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("\nerror: interrupted; each lesson is stamped whole or not at all.", file=sys.stderr)
         return 130
     if status:
-        print("run: python -m lmcourse.course.slides stamp", file=sys.stderr)
+        print("run: python -m lmcourse.authoring.slides stamp", file=sys.stderr)
     return status
 
 
