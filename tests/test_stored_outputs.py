@@ -307,3 +307,11 @@ def test_a_lesson_shows_a_warning_without_a_folder_of_the_machine():
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip() == "warning: The stored run x cannot be used; training it again."
     assert output_problems({"output_type": "stream", "name": "stderr", "text": done.stderr}) == []
+
+
+def test_a_cell_that_keeps_a_runs_dates_is_named():
+    nb = {"cells": [{"cell_type": "code", "source": "1", "outputs": [],
+                     "metadata": {"execution": {"iopub.execute_input": "2026-11-23T02:37:54Z"}}}]}
+    assert problems(nb) == ["cell 1 (code cell 1): keeps the dates of a run in metadata.execution"]
+    nb["cells"][0]["metadata"] = {}
+    assert problems(nb) == []

@@ -172,6 +172,8 @@ def execute(path: Path, scale: Optional[str] = None, timeout: Optional[int] = No
     path = Path(path)
     nb = read_notebook(path)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    for cell in nb.cells:  # timings an earlier run or editor left (dates): a stored lesson carries none
+        cell.get("metadata", {}).pop("execution", None)
     kernel_env = dict(os.environ if env is None else env, LMCOURSE_SCALE=scale)
     kernel_env.pop("CI", None)  # progress bars are part of what a stored lesson shows
     started = []  # filled once the kernel answered

@@ -70,13 +70,16 @@ def output_problems(output: dict) -> list[str]:
 
 
 def problems(nb: dict) -> list[str]:
-    """Every widget repr and unfinished progress bar in the stored outputs of ``nb`` (notebook JSON)."""
+    """Every widget repr and unfinished progress bar in the stored outputs of ``nb`` (notebook JSON), and every
+    cell that keeps the dates of a run (``metadata.execution``)."""
     found = []
     code = 0
     for index, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") != "code":
             continue
         code += 1
+        if "execution" in cell.get("metadata", {}):
+            found.append(f"cell {index + 1} (code cell {code}): keeps the dates of a run in metadata.execution")
         for output in cell.get("outputs", []):
             found += [f"cell {index + 1} (code cell {code}): {p}" for p in output_problems(output)]
     return found

@@ -182,7 +182,7 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027f", "c027m", "c030f", "c035", "c038t"),
     "03": ("bcd15267", "r03-test-table", "r03-claims", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15",
            "r03-takeaway"),
-    "04": ("c011", "r04-tie-table", "e4a1c020", "r04-freq-fig", "r04-freq-read", "c020", "r04-ptb-table",
+    "04": ("c011", "r04-tie-table", "e4a1c020", "e4a1c022", "r04-freq-fig", "r04-freq-read", "c020", "r04-ptb-table",
            "e4a1c029"),
     "05": ("05-bottleneck", "5c4f3d6c", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",

@@ -63,7 +63,7 @@ def rows_reference(read=READ, targets=TARGETS, V: int = V_ROWS) -> tuple:
     return rows(model.embedding.weight.grad), rows(model.head.decoder.weight.grad)
 
 
-@exercise("04.rows", hint="which rows of E does the lookup E[x_t] touch when the model reads [1, 3, 1]? And over "
+@exercise("04.rows", hint="which rows of E does the lookup E[x_t] touch, given the words the model reads? And over "
                           "which words does the softmax's normaliser sum?", predicts=lambda: rows_reference())
 def check_rows(answer) -> str:
     want_in, want_out = rows_reference()
