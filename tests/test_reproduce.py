@@ -334,3 +334,15 @@ def test_real_ptb_at_ci(real_data_dir, tmp_path, capsys):
     assert result["data"] == "ptb" and result["params"] > 10_000 * 16 * 2  # embedding and decoder of 10k words
     assert 100 < result["test_ppl"] < 10_000
     assert rundir.LAST in {f.name for f in (tmp_path / "ptb").iterdir()}
+
+
+@pytest.mark.parametrize("reason, rows, done", [("converged", 3, True), ("non-monotone", 3, True),
+                                                ("completed", 5, True), ("completed", 3, False), (None, 3, False)])
+def test_a_run_that_stopped_by_its_rule_is_finished(monkeypatch, tmp_path, reason, rows, done):
+    from types import SimpleNamespace
+
+    from lmcourse.cli import reproduce
+
+    history = SimpleNamespace(stop_reason=reason, rows=[{}] * rows)
+    monkeypatch.setattr(reproduce, "_history_of", lambda out: history)
+    assert reproduce._finished(tmp_path, epochs=5) is done

@@ -75,7 +75,8 @@ __all__ = ["add_cli", "run_train", "run_evaluate", "default_out", "read_meta", "
 META = "preset.json"
 ASIDE = ".overwritten"  # where --overwrite keeps the earlier run until the new one has saved an epoch
 FORMAT = 1
-DONE = ("completed", "non-monotone")
+DONE = ("completed", "non-monotone", "converged")
+BY_ITS_RULE = ("non-monotone", "converged")  # a run that stopped itself before its last epoch
 
 
 # ------------------------------------------------------------------------------- the command line
@@ -502,9 +503,9 @@ def config_world(out: Path) -> int:
 
 
 def _finished(out: Path, epochs: int) -> bool:
-    """True when the run in ``out`` already ended by itself (all epochs, or the non-monotone stop)."""
+    """True when the run in ``out`` already ended by itself (all epochs, or a stop by its rule: non-monotone, converged)."""
     history = _history_of(out)
-    return history.stop_reason == "non-monotone" or (history.stop_reason in DONE and len(history.rows) >= epochs)
+    return history.stop_reason in BY_ITS_RULE or (history.stop_reason in DONE and len(history.rows) >= epochs)
 
 
 def _history_of(out: Path):
