@@ -315,3 +315,11 @@ def test_a_cell_that_keeps_a_runs_dates_is_named():
     assert problems(nb) == ["cell 1 (code cell 1): keeps the dates of a run in metadata.execution"]
     nb["cells"][0]["metadata"] = {}
     assert problems(nb) == []
+
+
+def test_a_figure_shown_as_its_text_is_named():
+    as_text = {"output_type": "execute_result", "data": {"text/plain": "<Figure size 1000x460 with 1 Axes>"}}
+    assert output_problems(as_text) == ["a figure shown as its text, not drawn: <Figure size 1000x460 with 1 Axes>"]
+    drawn = {"output_type": "display_data", "data": {"text/plain": "<Figure size 1000x460 with 1 Axes>",
+                                                      "image/png": "iVBORw0KGgo="}}
+    assert output_problems(drawn) == []

@@ -66,6 +66,9 @@ def output_problems(output: dict) -> list[str]:
             m = pattern.search(text)
             if m:
                 found.append(f"{kind} ({what}): {m.group(0)[:80]}")
+    data = output.get("data", {})
+    if _join(data.get("text/plain", "")).startswith("<Figure size") and not any(k.startswith("image/") for k in data):
+        found.append("a figure shown as its text, not drawn: " + _join(data["text/plain"])[:60])
     return found
 
 

@@ -94,9 +94,6 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("r03-curves2-md", SLIDE), ("r03-curves2", ON), ("r03-curves2-read", FRAGMENT),  # inside the full model
            ("r03-test-md", SLIDE), ("bcd15267", ON), ("r03-test-table", FRAGMENT),  # test perplexity over the seeds
            ("fc16cd75", SLIDE), ("r03-claims", ON),                           # the papers' directions, to the rule
-           ("r03-ptb-md", SLIDE), ("r03-ptb-load", ON),                       # Penn Treebank: the corpus card
-           ("r03-ptb-fig-md", SLIDE), ("r03-ptb-fig", ON),                    # training against validation
-           ("r03-ptb-row-md", SLIDE), ("r03-ptb-table", ON), ("r03-ptb-read", FRAGMENT),  # the row, and how to read it
            ("e8a10b93", SLIDE), ("ca7e9f15", ON),                             # beside the literature
            ("3e7cfcdb", SLIDE), ("r03-takeaway", ON)),                        # what to take away
     "04": (("c000", SLIDE), ("r04-tied-md", SLIDE), ("r04-tied", ON),       # the claim; one matrix, two roles (diagram)
@@ -108,7 +105,6 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("r04-freq-read", FRAGMENT), ("e4a1c023", FRAGMENT),
            ("r04-papers-md", SLIDE), ("c020", ON),                            # the papers' pairs
            ("c025", SLIDE), ("c026", ON),                                     # the neighbours explorer
-           ("r04-ptb-md", SLIDE), ("r04-ptb-load", ON), ("r04-ptb-table", ON),  # Penn Treebank: the tie's row
            ("c029", SLIDE), ("e4a1c029", ON)),                                # what to take away
     "05": (("89c26d93", SLIDE),                                               # the claim
            ("05-bottleneck-md", SLIDE), ("05-bottleneck", ON),                # the factorisation (diagram)
@@ -141,8 +137,6 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("233032af", SLIDE), ("7838bead", ON), ("6e562954", ON), ("c8f5c4c3", FRAGMENT),  # who gains: names
            ("52892dca", SLIDE), ("1f06da74", ON), ("0da882bc", ON),           # the attention explorer
            ("38ca9935", SLIDE), ("3c97c4fc", ON),                             # the test change over seeds
-           ("e354dcff", SLIDE), ("a6d12821", ON), ("f21a9998", ON), ("452afde7", FRAGMENT),  # Penn Treebank, papers
-           ("3e876777", SLIDE), ("0495560a", ON), ("bdefbb5b", ON),           # the explorer on Penn Treebank
            ("b85879bd", SLIDE), ("2d74acbc", ON)),                            # what to take away
     "08": (("ac77f668", SLIDE),                                               # the claim
            ("cc3af303", SLIDE), ("8b7a2346", ON),                             # along the stream (diagram)
@@ -152,8 +146,6 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("32878f15", SLIDE), ("0ddf8d95", ON), ("44a81cee", ON),           # adaptation or more training
            ("51e948dc", SLIDE), ("d2c3f745", ON), ("bb44924d", ON), ("dc3541b2", FRAGMENT),  # where in a document
            ("4ba95568", SLIDE), ("f17146d2", ON), ("0afcfd50", ON), ("f6180597", FRAGMENT),  # reset at every document
-           ("21915fd8", SLIDE), ("07fe00b6", ON), ("4b5f33b1", ON),           # Penn Treebank, beside the papers
-           ("97c23764", SLIDE), ("7d81f07b", ON),                             # its seeds and tuned settings
            ("5192d832", SLIDE), ("c7ae9622", ON)),                            # what to take away
     "09": (("8b6c15ea", SLIDE),                                               # the claim: the ladder
            ("5eb86e4a", SLIDE), ("9afd36b8", ON),                             # NT-ASGD's trigger on screen
@@ -161,8 +153,6 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("e48560dc", SLIDE), ("03c39d8f", ON), ("005d8411", FRAGMENT), ("59a3d7da", ON),  # the ladder (table)
            ("09a1c0e1", SLIDE), ("09a1c0e2", ON),                             # the ladder, drawn (diagram)
            ("f502e3df", SLIDE), ("f46a2800", ON),                             # every validation curve
-           ("09a1c0e4", SLIDE), ("09a1c0e7", ON),                             # the ladder on Penn Treebank (figure)
-           ("09a1c0e8", SLIDE), ("09a1c0e9", ON),                             # our steps against the papers' steps
            ("f0bde711", SLIDE), ("09a1c0ec", ON)),                            # what to take away
     "10": (("42c60c96", SLIDE),                                               # the claim: the cache already attends
            ("4f8abbe5", SLIDE), ("6a69b09c", ON),                             # the cache as attention, through torch
@@ -173,6 +163,9 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("10a1c0e3", SLIDE), ("4283d270", ON),                             # what the lesson measured
            ("49172fd0", SLIDE)),                                              # what to take away
 }
+
+# The Penn Treebank sections of lessons 03, 04, 07, 08 and 09 (issue 37) stay off the path until their runs are
+# committed: at cpu they print only that they are skipped, which no class should sit through.
 
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.

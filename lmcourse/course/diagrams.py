@@ -66,7 +66,24 @@ def _blank(width: float, height: float):
 
     fig = Figure(figsize=(width, height), dpi=DPI, facecolor="white")
     FigureCanvasAgg(fig)
+    _drawn_in_notebooks(Figure)
     return fig
+
+
+def _drawn_in_notebooks(figure_class) -> None:
+    """In a Jupyter kernel, make IPython draw a figure made without pyplot as a picture. Its inline backend
+    teaches IPython that only once pyplot has drawn something, so a lesson's first diagram would otherwise show
+    as the text ``<Figure size ...>``."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        png.lookup_by_type(figure_class)
+    except KeyError:
+        from IPython.core.pylabtools import select_figure_formats  # only inside a kernel, where IPython is loaded
+
+        select_figure_formats(shell, {"png"}, bbox_inches="tight")
 
 
 def _figure(width: float, height: float):
