@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from lmcourse.course import catalog, slides
+from lmcourse.authoring import slides
+from lmcourse.course import catalog
 from lmcourse.literature import published
 
 
