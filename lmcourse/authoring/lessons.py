@@ -47,7 +47,6 @@ from ..errors import ConfigError, LMCourseError, sentence
 from ..progress import bar
 from ..store import reference_runs as reference
 from ..training.lock import RunLock
-from ..course.catalog import NOTEBOOKS, PATTERN, REPO, check_writable, lesson_id, lessons  # noqa: F401 (the lessons, listed)
 from .outputs import MACHINERY, STAMP, problems
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}

@@ -44,7 +44,7 @@ from ..ngram.model import NGramLM
 __all__ = ["Symbol", "SYMBOLS", "symbols", "relative_change", "change", "difference", "MINUS", "Floor", "FLOORS",
            "floor_of", "card_text", "corpus_card", "Rename", "RENAMES", "renames", "page", "PAGE"]
 
-PAGE = REPO / "docs" / "notation.md"
+PAGE = REPO / "docs" / "notation.md" if REPO is not None else None  # None in an installed package: no docs/ there
 MINUS = "\u2212"  # a true minus sign: "−2.8%"
 
 
