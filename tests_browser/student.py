@@ -67,9 +67,11 @@ def cell_problems(cell: dict) -> list[str]:
     return list(dict.fromkeys(found))          # a figure shown twice is one problem
 
 
-def never_ran(cells: list[dict]) -> list[int]:
-    """Indices of code cells with no execution count."""
-    return [c["index"] for c in cells if not re.search(r"\d", c["prompt"])]
+def never_ran(cells: list[dict], hidden=frozenset()) -> list[int]:
+    """Indices of code cells with no execution count. A cell whose input is hidden (``hidden``: the course's
+    rendered cells and drawings) shows no prompt in JupyterLab: it ran when its outputs are there."""
+    return [c["index"] for c in cells if not re.search(r"\d", c["prompt"])
+            and not (c["index"] in hidden and (c["outputs"] or c["imgs"]))]
 
 
 @dataclass
@@ -103,6 +105,7 @@ class Student:
         self.stamped = "lmcourse" in nb.get("metadata", {})
         self.sources = ["".join(c["source"]) for c in cells]
         self.code = [src for src, c in zip(self.sources, cells) if c["cell_type"] == "code"]
+        self.hidden = {i for i, c in enumerate(cells) if c.get("metadata", {}).get("jupyter", {}).get("source_hidden")}
         self.visit = Visit(self.notebook.stem)
 
     # ------------------------------------------------------------------ naming cells in messages
@@ -206,7 +209,7 @@ class Student:
         plots = any(re.search(r"\bplt\.|matplotlib", src) for src in self.code)
         if plots and self.visit.images == 0 and not self.visit.problems:
             self.visit.problems.append(f"{self.visit.lesson}: the code uses matplotlib but the page shows no image.")
-        unrun = never_ran(cells)
+        unrun = never_ran(cells, self.hidden)
         if unrun:
             why = " (Run All stops at the first error)" if self.visit.problems else ""
             self.visit.problems.append(f"{self.where(unrun[0])}: never ran, with {len(unrun)} code cell(s) "
