@@ -18,7 +18,7 @@ import student
 
 REPO = Path(__file__).resolve().parents[1]
 LESSONS = sorted((REPO / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
-LIVE_PLOT_LESSON = "02b_lstm_language_models"
+LIVE_PLOT_LESSON = "05_softmax_bottleneck"  # the lesson that trains on screen with a LivePlot
 FORCE_LIVE_PLOT = ("import os\n"
                    "os.environ['LMCOURSE_LIVE_PLOT'] = '1'   # the browser test: the live plot at ci scale too")
 

@@ -19,7 +19,7 @@ LESSON = "01_ngram_baseline.ipynb"  # quick at ci; a derivation, two figures and
 LEAVES = "[...document.querySelectorAll('.reveal .slides section')].filter(s => !s.querySelector('section'))"
 PRESENT_CODE = """[...document.querySelectorAll('.reveal .slides section.present .jp-CodeCell')]
     .filter(c => c.getClientRects().length && getComputedStyle(c).visibility === 'visible').map(c => ({prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent
-    || '', error: !!c.querySelector('[data-mime-type="application/vnd.jupyter.stderr"]') &&
+    || '', out: c.querySelectorAll('.jp-OutputArea-output').length, error: !!c.querySelector('[data-mime-type="application/vnd.jupyter.stderr"]') &&
     /Traceback|Error/.test(c.querySelector('[data-mime-type="application/vnd.jupyter.stderr"]').textContent)}))"""
 BROKEN_IMAGES = ("[...document.querySelectorAll('.reveal img')].filter(i => i.complete && i.naturalWidth === 0)"
                  ".length")
@@ -62,7 +62,8 @@ def test_one_slide_show_steps_through_the_demo_path(page, lab):
             seen.append(here)
             cells = frame.evaluate(PRESENT_CODE)
             problems += [f"{here}: an error output" for c in cells if c["error"]]
-            problems += [f"{here}: a code cell that did not run" for c in cells if not re.search(r"\d", c["prompt"])]
+            problems += [f"{here}: a code cell that did not run" for c in cells
+                         if not re.search(r"\d", c["prompt"]) and not c["out"]]  # a hidden input shows no prompt
             if ran is None and cells:
                 ran = run_one_cell(page, frame, here)
         page.keyboard.press("Space")
