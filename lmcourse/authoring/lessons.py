@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import _ctrl_c_raises, config
+from .. import _ctrl_c_raises, config, exit_now
 from ..checksum import atomic_write, read_sealed_json, sealed_json
 from ..config import by_scale
 from ..course.catalog import NOTEBOOKS, PATTERN, REPO, check_writable, lesson_id, lessons  # noqa: F401 (the lessons, listed)
@@ -343,15 +343,8 @@ def _run(command: str, paths: list, scale: str) -> int:
 
 
 def exit_with(status: int) -> None:
-    """End the process with ``status``; after Ctrl-C (130) at once, so that no half-stopped kernel client or event
-    loop prints its tear-down after the one line already said."""
-    if status == 130:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(status)
+    """End the process with ``status``; after Ctrl-C (130) at once (:func:`lmcourse.exit_now`)."""
+    exit_now(status)
     sys.exit(status)
 
 

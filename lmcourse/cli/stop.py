@@ -21,6 +21,8 @@ import threading
 from typing import Optional
 
 GRACE_S = 2.0  # seconds the main thread has, after Ctrl-C, to stop by itself
+from .. import exit_now  # noqa: F401 (the one way to end at once after Ctrl-C; __main__ reads it here)
+
 EXIT_INTERRUPTED = 130
 
 
@@ -73,20 +75,6 @@ class PromptStop:
             self._pair = None
 
 
-def exit_now(status: int) -> None:
-    """End the process at once with ``status`` when it is the Ctrl-C status (130), else return.
-
-    Everything worth keeping is already on disk by then (files are replaced whole, the lock is the
-    OS's); what is skipped is only the interpreter's tear-down, which frees a large model's tensors
-    one by one and took seconds of the time from Ctrl-C to exit on a loaded machine."""
-    if status != EXIT_INTERRUPTED:
-        return
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
 
 
 class deferred_interrupt:
