@@ -78,6 +78,23 @@ def test_title_words_count_the_first_slide_with_a_formula_as_one_word():
     assert "title-words" not in {c for c, _ in checks(notebook(md(f"# Lesson 99\n\n{words}", "slide")))}
 
 
+def test_a_body_slide_over_the_word_cap_is_dense_counting_what_its_rendered_cells_show():
+    cap = lint.MAX_SLIDE_WORDS
+    rendered = [{"output_type": "display_data", "metadata": {},
+                 "data": {"text/markdown": "- one more point", "text/plain": "<Markdown>"}}]
+    printed = [{"output_type": "stream", "name": "stdout", "text": " ".join(["n"] * 500)}]
+    at_cap = notebook(title(), md("## Two\n\n" + " ".join(["w"] * (cap - 1)), "slide"), code("show()", "-", printed))
+    over = notebook(title(), md("## Two\n\n" + " ".join(["w"] * (cap - 1)), "slide"), code("takeaway(x)", "-", rendered,
+                                                                                        hidden=True),
+                    md("## Three", "slide"), md(" ".join(["w"] * cap), "skip"))
+    assert lint.slide_words(at_cap, lint.slides(at_cap)[1]) == cap  # printed output is not prose
+    assert "slide-words" not in {c for c, _ in checks(at_cap)}
+    assert lint.slide_words(over, lint.slides(over)[1]) == cap + 3  # the heading and 119 words, then "one more point"
+    assert [(c, k) for c, k in checks(over) if c == "slide-words"] == [("slide-words", 1)]  # a skipped cell is off
+    long_title = notebook(md("# Lesson 99\n\n" + " ".join(["w"] * (cap + 5)), "slide"))
+    assert "slide-words" not in {c for c, _ in checks(long_title)}, "the title slide has its own check"
+
+
 def test_a_takeaway_must_hide_the_python_that_formats_it():
     output = [{"output_type": "display_data", "data": {"text/markdown": "- a point", "text/plain": "<Markdown>"},
                "metadata": {}}]

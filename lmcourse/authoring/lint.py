@@ -14,6 +14,9 @@ check                      finds
 ``long-code``              a path code cell of more than :data:`MAX_CODE_LINES` visible lines (a hidden
                            input has none)
 ``title-words``            a title slide (the first slide) of more than :data:`MAX_TITLE_WORDS` words
+``slide-words``            any other slide of more than :data:`MAX_SLIDE_WORDS` words (its Markdown and the
+                           Markdown its rendered cells show): keep the point, move the rest to a skipped
+                           cell, or to a ``notes`` cell, which the slide show gives the speaker
 ``shown-takeaway``         a take-away code cell whose input shows: on the take-away slide, rendering its
                            heading, or calling :func:`lmcourse.course.rendered.takeaway`
 ``shown-rendered``         any other path code cell that only renders Markdown (prose, a table) and
@@ -49,16 +52,17 @@ from ..course import exercises as registry
 from ..course.catalog import lesson_id, lessons
 from ..course.rendered import input_hidden
 
-__all__ = ["CHECKS", "MAX_CODE_LINES", "MAX_TITLE_WORDS", "MAX_SENTENCE_WORDS", "Finding", "slides",
-           "announces_skipped", "long_code", "title_words", "shown_takeaways", "shown_rendered", "untitled_slides",
+__all__ = ["CHECKS", "MAX_CODE_LINES", "MAX_TITLE_WORDS", "MAX_SLIDE_WORDS", "MAX_SENTENCE_WORDS", "Finding", "slides",
+           "announces_skipped", "long_code", "title_words", "slide_words", "shown_takeaways", "shown_rendered", "untitled_slides",
            "exercises", "exercise_findings", "prose", "words", "sentences", "words_per_sentence", "check_notebook",
            "summary", "check_lessons"]
 
 MAX_CODE_LINES = 30  # a path code cell longer than this cannot be read from the back of a room
 MAX_TITLE_WORDS = 100  # a title slide is read in the minute it is shown
+MAX_SLIDE_WORDS = 120  # a body slide, too, is read in the minute or two it is shown, beside its figure
 MAX_SENTENCE_WORDS = 18  # the target mean sentence length of a lesson's prose (a guide, not a check)
 
-CHECKS = ("announces-skipped", "long-code", "title-words", "shown-takeaway", "shown-rendered", "untitled-slide",
+CHECKS = ("announces-skipped", "long-code", "title-words", "slide-words", "shown-takeaway", "shown-rendered", "untitled-slide",
           "exercise-no-check", "exercise-no-hint", "hint-tells", "exercise-no-solution", "exercise-answer-shown")
 OFF_PATH = ("skip", "notes")
 NEW_SLIDE = ("slide", "subslide")
@@ -204,6 +208,24 @@ def _title_findings(nb, limit: int = MAX_TITLE_WORDS) -> list[Finding]:
         return []
     return [_finding(nb, slides(nb)[0][0], "title-words", f"the title slide holds {n} words (at most {limit}): keep "
                      "the claim, move the run times and the details to a skipped cell after it.")]
+
+
+def slide_words(nb, slide: Sequence[int]) -> int:
+    """The words a slide shows as prose: its Markdown cells and the Markdown its rendering cells show (a
+    take-away, a table), formulas counted as one word; printed output and figures are not counted."""
+    cells = nb["cells"]
+    return sum(words(_visible_text(_source(cells[k]) if cells[k]["cell_type"] == "markdown" else _output_text(cells[k])))
+               for k in slide if cells[k]["cell_type"] == "markdown" or _renders_markdown(cells[k]))
+
+
+def _slide_findings(nb, limit: int = MAX_SLIDE_WORDS) -> list[Finding]:
+    found = []
+    for slide in slides(nb)[1:]:
+        n = slide_words(nb, slide)
+        if n > limit:
+            found.append(_finding(nb, slide[0], "slide-words", f"the slide holds {n} words (at most {limit}): keep "
+                                  "its point, move the rest to a skipped cell or a notes cell after it."))
+    return found
 
 
 def _heading(cell) -> Optional[str]:
@@ -418,7 +440,7 @@ def words_per_sentence(nb, generated: bool = False) -> float:
 
 def check_notebook(nb) -> list[Finding]:
     """Every mechanical check on one notebook, in the order of the cells."""
-    found = (announces_skipped(nb) + long_code(nb) + _title_findings(nb) + shown_takeaways(nb) + shown_rendered(nb)
+    found = (announces_skipped(nb) + long_code(nb) + _title_findings(nb) + _slide_findings(nb) + shown_takeaways(nb) + shown_rendered(nb)
              + untitled_slides(nb) + exercise_findings(nb))
     return sorted(found, key=lambda f: (f.cell, f.check))
 
@@ -429,6 +451,7 @@ def summary(nb) -> dict:
     count = lambda name: sum(f.check == name for f in found)  # noqa: E731
     return {"slides": len(slides(nb)), "announces_skipped": count("announces-skipped"),
             "long_code": count("long-code"), "title_words": title_words(nb),
+            "dense_slides": count("slide-words"),
             "shown_takeaways": count("shown-takeaway"), "shown_rendered": count("shown-rendered"),
             "untitled": count("untitled-slide"),
             "exercise_gaps": count("exercise-no-check") + count("exercise-no-solution") + count("exercise-no-hint"),
@@ -445,7 +468,7 @@ def check_lessons(paths: Iterable[Path] = ()) -> dict[str, list[Finding]]:
 
 
 COLUMNS = (("lesson", "lesson"), ("slides", "slides"), ("announces_skipped", "announce skipped"),
-           ("long_code", "code > 30 lines"), ("title_words", "title words"), ("shown_takeaways", "take-away input"),
+           ("long_code", "code > 30 lines"), ("title_words", "title words"), ("dense_slides", "slides > 120 words"),("shown_takeaways", "take-away input"),
            ("shown_rendered", "rendered input"),
            ("untitled", "untitled"), ("exercise_gaps", "exercise gaps"), ("hints_telling", "hints telling"),
            ("answers_shown", "answers shown"), ("words_per_sentence", "words/sentence"),
