@@ -63,7 +63,7 @@ def test_the_corpus_card_is_four_lines_naming_each_split(capsys):
                      "vocabulary  1,599 words",
                      "floor       the oracle (exact; no model beats it on average): valid 13.42 · test 13.32"]
     real = notation.card_text(_corpus("ptb"), {"test": 141.2})
-    assert real.splitlines()[-1] == "floor       the KN5 baseline (real text has no oracle): test 141.20"
+    assert real.splitlines()[-1] == "baseline    the KN5 baseline (real text has no oracle): test 141.20"
     with pytest.raises(ValueError, match="not a split"):
         notation.card_text(_corpus("ptb"), {"dev": 1.0})
 

@@ -75,6 +75,10 @@ SYMBOLS: tuple[tuple[str, tuple[Symbol, ...]], ...] = (
                "validation loss after epoch $k$ (NT-ASGD)", "02, 03, 04, 08, 09", instead="04, 08, 09: $L$, $L_k$"),
         Symbol("c(v\\,w),\\ D,\\ \\gamma(v),\\ N_{1+}", "lesson 01's counting: a count, a discount, a back-off "
                "weight, the number of distinct continuations", "01", "Chen & Goodman 1999"),
+        Symbol("D^{(n)}", "Kneser-Ney's one discount at order $n$ ($D^{(1)}$ for the unigram level, "
+               "$D^{(2)}$ for bigrams)", "01", "Chen & Goodman 1999", instead="01: `D1`, `D2` in code"),
+        Symbol("D_1,\\ D_2,\\ D_{3+}", "modified Kneser-Ney's three discounts of one order, for $n$-grams seen "
+               "once, twice, three times or more", "01", "Chen & Goodman 1999"),
     )),
     ("The LSTM", (
         Symbol("h_t", "a layer's output at step $t$; the last layer's is what the softmax, the cache and attention "
@@ -296,8 +300,9 @@ def card_text(corpus, floor: Mapping[str, float], kind: Optional[str] = None, wh
              "KN5": "the KN5 baseline (real text has no oracle)"}.get(kind, kind)
     floors = " · ".join(f"{s} {float(v):.2f}" for s, v in floor.items())
     name = str(corpus.name) + (f": {what}" if what else "")
+    head = "floor   " if kind == "oracle" else "baseline"  # a floor no model beats; a baseline to beat
     return "\n".join([f"corpus      {name}", f"tokens      {splits}", f"vocabulary  {len(corpus.vocab):,} words",
-                      f"floor       {label}: {floors}"])
+                      f"{head}    {label}: {floors}"])
 
 
 def corpus_card(corpus, floor: Optional[Mapping[str, float]] = None, *, params=None, kind: Optional[str] = None,
@@ -309,7 +314,8 @@ def corpus_card(corpus, floor: Optional[Mapping[str, float]] = None, *, params=N
         vocabulary  1,599 words
         floor       the oracle (exact; no model beats it on average): valid 13.42 · test 13.32
 
-    ``floor`` maps splits to perplexities (the lesson's own, when it has them); without it the floor is
+    On real text the last line is ``baseline    the KN5 baseline (real text has no oracle): ...``: a number to
+    beat, not a floor. ``floor`` maps splits to perplexities (the lesson's own, when it has them); without it the floor is
     computed (:func:`floor_of`, with the variant's ``params``). ``kind`` is "oracle" (embedded corpora) or
     "KN5" (real ones), ``what`` a few words after the name."""
     if floor is None:
@@ -421,9 +427,11 @@ def page() -> str:
               "vocabulary  1,599 words",
               "floor       the oracle (exact; no model beats it on average): valid 13.42 · test 13.32",
               "```", "",
-              "The floor is the oracle's perplexity on an embedded corpus (the exact probabilities of the program "
-              "that wrote it) and the modified Kneser-Ney 5-gram's on real text, which has no oracle; without "
-              "`floor` the card computes it (`floor_of`). It always names the split: a floor belongs to a text.", "",
+              "The **floor** is the oracle's perplexity on an embedded corpus: the exact probabilities of the program "
+              "that wrote it, which no model beats on average. Real text has no oracle. There the last line reads "
+              "`baseline` and gives the modified Kneser-Ney 5-gram's perplexity: a number to beat, not a floor. "
+              "The course says \"floor\" only for the oracle. Without `floor` the card computes it (`floor_of`). "
+              "It always names the split: a floor belongs to a text.", "",
               "## The five floors the course shows", "",
               "| floor | shown in | corpus variant | split |", "|---:|---|---|---|"]
     lines += [f"| {f.shown} | {_cell(f.where)} | {_cell(f.variant)} | {_cell(f.split)} |" for f in FLOORS]
