@@ -93,6 +93,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("d06a776c", SLIDE), ("473429c6", ON), ("f2b5e451", FRAGMENT),     # the curves: alone
            ("r03-curves2-md", SLIDE), ("r03-curves2", ON), ("r03-curves2-read", FRAGMENT),  # inside the full model
            ("r03-test-md", SLIDE), ("bcd15267", ON), ("r03-test-table", FRAGMENT),  # test perplexity over the seeds
+           ("r03-rung-why", FRAGMENT),                                        # the rung "LSTM" here and in 02b
            ("fc16cd75", SLIDE), ("r03-claims", ON),                           # the papers' directions, to the rule
            ("e8a10b93", SLIDE), ("ca7e9f15", ON),                             # beside the literature
            ("3e7cfcdb", SLIDE), ("r03-takeaway", ON)),                        # what to take away
@@ -101,8 +102,8 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("c010", SLIDE), ("c011", ON),                                     # where the parameters sit (figure)
            ("e4a1c017", SLIDE), ("e4a1c018", ON), ("r04-tie-table", ON),     # untied against tied, seeds' spread
            ("e4a1c020", FRAGMENT),                                            # the curves and the seeds (figure)
-           ("e4a1c021", SLIDE), ("e4a1c022", ON), ("r04-freq-fig", ON),      # where it pays: rare words
-           ("r04-freq-read", FRAGMENT), ("e4a1c023", FRAGMENT),
+           ("e4a1c021", SLIDE), ("r04-freq-fig", ON),                        # where it pays: rare words (figure)
+           ("r04-freq-read", FRAGMENT),
            ("r04-papers-md", SLIDE), ("c020", ON),                            # the papers' pairs
            ("c025", SLIDE), ("c026", ON),                                     # the neighbours explorer
            ("c029", SLIDE), ("e4a1c029", ON)),                                # what to take away
@@ -173,10 +174,10 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "01": ("r01-backoff-fig", "c022", "r01-table"),                           # a diagram; a figure; the results table
     "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
     "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027f", "c027m", "c030f", "c035", "c038t"),
-    "03": ("bcd15267", "r03-test-table", "r03-claims", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15",
-           "r03-takeaway"),
-    "04": ("c011", "r04-tie-table", "e4a1c020", "e4a1c022", "r04-freq-fig", "r04-freq-read", "c020", "r04-ptb-table",
-           "e4a1c029"),
+    "03": ("bcd15267", "r03-test-table", "r03-test-full", "r03-rung-why", "r03-claims", "r03-claims-gaps", "r03-more",
+           "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-takeaway"),
+    "04": ("c011", "r04-tie-table", "r04-tie-more", "e4a1c020", "r04-freq-fig", "r04-freq-table", "r04-freq-read", "c020",
+           "r04-ptb-table", "e4a1c029"),
     "05": ("05-bottleneck", "5c4f3d6c", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
