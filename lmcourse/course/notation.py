@@ -161,7 +161,7 @@ SYMBOLS: tuple[tuple[str, tuple[Symbol, ...]], ...] = (
                "Krause et al. 2018"),
         Symbol("\\nabla_\\varphi \\mathcal{L}", "the gradient (never $g$, the cell's candidate)", "02, 08",
                instead="02, 08: $g$"),
-        Symbol("\\mathrm{MS}", "a weight's mean squared gradient over the training text; $\\epsilon$ keeps its "
+        Symbol("\\mathrm{MS}", "the root mean square of a weight's gradients over the training text; $\\epsilon$ keeps its "
                "division finite", "08", "Krause et al. 2018"),
     )),
     ("Attention", (
