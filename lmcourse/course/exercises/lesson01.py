@@ -88,15 +88,15 @@ def kn_bigram_logprobs(train: torch.Tensor, test: torch.Tensor, V: int, eos: int
     keys, c_vw = torch.unique(x[:-1] * V + x[1:], return_counts=True)  # (M,) distinct bigrams v w
     v, w = keys // V, keys % V
     N1_w = torch.bincount(w, minlength=V).double()  # (V,) N1+(. w)
-    D1 = kn_discount(N1_w)
-    p1 = (N1_w - D1).clamp(min=0) / len(keys) + D1 * float((N1_w > 0).sum()) / len(keys) / V  # (V,)
-    D2 = kn_discount(c_vw) if D is None else D
+    D_o1 = kn_discount(N1_w)  # D^(1), the unigram level's discount
+    p1 = (N1_w - D_o1).clamp(min=0) / len(keys) + D_o1 * float((N1_w > 0).sum()) / len(keys) / V  # (V,)
+    D_o2 = kn_discount(c_vw) if D is None else D  # D^(2), the bigram level's
     c_v = torch.bincount(v, weights=c_vw.double(), minlength=V)  # (V,) c(v .)
-    gamma = torch.where(c_v > 0, D2 * torch.bincount(v, minlength=V).double() / c_v.clamp(min=1), 1.0)  # (V,)
+    gamma = torch.where(c_v > 0, D_o2 * torch.bincount(v, minlength=V).double() / c_v.clamp(min=1), 1.0)  # (V,)
     q = y[:-1] * V + y[1:]  # (N,) the test bigrams
     i = torch.searchsorted(keys, q).clamp(max=len(keys) - 1)
     c_q = torch.where(keys[i] == q, c_vw[i], 0).double()  # (N,) their training counts
-    return ((c_q - D2).clamp(min=0) / c_v[y[:-1]].clamp(min=1) + gamma[y[:-1]] * p1[y[1:]]).log()
+    return ((c_q - D_o2).clamp(min=0) / c_v[y[:-1]].clamp(min=1) + gamma[y[:-1]] * p1[y[1:]]).log()
 
 
 def best_discount(grid=DISCOUNTS) -> tuple[float, float]:
