@@ -347,6 +347,8 @@ RENAMES: tuple[Rename, ...] = (
            r"\(4H|\(3H|4H \\times H|\$H\$ units|\bH = 6|\\cdot H\b|H_\\ell|H_\{\\text\{last|unless \$H|keep \$H\$",
            ("02", "03", "04")),
     Rename("τ for the clipping bound → κ (τ is the temperature)", r"\\tau\s*/\s*\\lVert|\\tau\$ = `CLIP`", ("02",)),
+    Rename("D1, D2 for KN's per-order discounts → D^(n) (D_1, D_2, D_3+ are modified KN's count classes)",
+           r"\bD[12]\s*=\s*kn_discount|\bD[12] = \{kn", ("01",)),
     Rename("|V| → V", r"\|V\|", ("01",)),
     Rename("h for an n-gram's history → v (h_t is the hidden state)",
            r"\\mid h\)|\\mid h\b|c\(h\b|c\(h\\,|\(h\\,\\bullet|\\gamma\(h\)|history \$h\$", ("01",)),
