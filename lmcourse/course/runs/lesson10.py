@@ -52,7 +52,7 @@ EPOCHS_EQUAL_TIME = {"ci": 1, "cpu": 31, "gpu": 40}
 # what the stored runs' own clocks say; tests/test_lesson10.py checks that the count follows from them.
 # At ci and gpu the count is set, not timed.
 EQUAL_TIME_TIMING = {"cpu": dict(awd_s=4.10, transformer_s=5.21, script="benchmarks/bench_transformer_time.py",
-                                 machine="one thread of a 2-core CPU that other jobs shared")}
+                                 machine="one thread of a shared 2-core CPU")}
 # Dynamic evaluation's grid over the Transformer: the RMS rule (Krause et al. 2018), rates reaching far lower. The RMS
 # rule divides each gradient by the root of its mean square on the training text, and on the Transformer the rate
 # that suits the LSTM takes far too large a step: on the ladder's grid (1e-5 to 3e-4) every seed chose 1e-5, the
