@@ -29,6 +29,13 @@ def test_the_budgets_differ_only_in_epochs():
         L10.transformer_settings("equal luck", 0, shared, "cpu")
 
 
+def test_the_equal_time_budget_follows_from_its_timing():
+    # the lesson prints EQUAL_TIME_TIMING as what set the budget: the count must be what those seconds give
+    shared, timing = L9.shared_settings("cpu"), L10.EQUAL_TIME_TIMING["cpu"]
+    assert L10.EPOCHS_EQUAL_TIME["cpu"] == L10.epochs_for_time(shared["epochs"] * timing["awd_s"], timing["transformer_s"])
+    assert L10.EPOCHS_EQUAL_TIME["cpu"] < shared["epochs"]       # the Transformer's epoch was measured the slower one
+
+
 def test_epochs_for_time():
     assert L10.epochs_for_time(65.0, 2.0) == 32 and L10.epochs_for_time(1.0, 5.0) == 1
     with pytest.raises(ValueError, match="seconds_per_epoch must be a positive number"):
