@@ -89,13 +89,13 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("c008", SLIDE), ("c009", ON), ("c010", FRAGMENT),                 # embedding dropout (figure)
            ("r03-wd-md", SLIDE), ("c011", ON),                                # weight drop: the mask on W_hh
            ("r03-rec-md", SLIDE), ("r03-rec-md3", FRAGMENT), ("r03-rec-pic", ON),  # masks on h_(t-1), over t
-           ("c018", SLIDE), ("c021", ON),                                     # eight variants, loaded
+           ("c018", SLIDE), ("r03-card", ON), ("c021", ON),                  # eight variants, their corpus, loaded
            ("d06a776c", SLIDE), ("473429c6", ON), ("f2b5e451", FRAGMENT),     # the curves: alone
            ("r03-curves2-md", SLIDE), ("r03-curves2", ON), ("r03-curves2-read", FRAGMENT),  # inside the full model
            ("r03-test-md", SLIDE), ("bcd15267", ON), ("r03-test-table", FRAGMENT),  # test perplexity over the seeds
-           ("r03-rung-why", FRAGMENT),                                        # the rung "LSTM" here and in 02b
+           ("r03-rung-why", FRAGMENT),                                        # the rungs here and in 02b, 04
            ("fc16cd75", SLIDE), ("r03-claims", ON),                           # the papers' directions, to the rule
-           ("e8a10b93", SLIDE), ("ca7e9f15", ON),                             # beside the literature
+           ("e8a10b93", SLIDE), ("ca7e9f15", ON), ("r03-lit-read", FRAGMENT), # beside the literature; the order here
            ("3e7cfcdb", SLIDE), ("r03-takeaway", ON)),                        # what to take away
     "04": (("c000", SLIDE), ("r04-tied-md", SLIDE), ("r04-tied", ON),       # the claim; one matrix, two roles (diagram)
            ("c004", SLIDE), ("c005", ON), ("c006", FRAGMENT), ("c007", ON),  # one Parameter; its gradient, a sum
@@ -105,7 +105,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("e4a1c021", SLIDE), ("r04-freq-fig", ON),                        # where it pays: rare words (figure)
            ("r04-freq-read", FRAGMENT),
            ("r04-papers-md", SLIDE), ("c020", ON),                            # the papers' pairs
-           ("c025", SLIDE), ("c026", ON),                                     # the neighbours explorer
+           ("c025", SLIDE), ("c026", ON), ("r04-neigh-answer", FRAGMENT),    # the neighbours explorer; the answer
            ("c029", SLIDE), ("e4a1c029", ON)),                                # what to take away
     "05": (("89c26d93", SLIDE),                                               # the claim
            ("05-bottleneck-md", SLIDE), ("05-bottleneck", ON),                # the factorisation (diagram)
@@ -180,10 +180,10 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
     "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027c", "c027f", "c027m", "c030f", "c035",
             "c038t"),
-    "03": ("bcd15267", "r03-test-table", "r03-test-full", "r03-rung-why", "r03-claims", "r03-claims-gaps", "r03-more",
-           "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-takeaway"),
+    "03": ("r03-card", "r03-curves2-read", "bcd15267", "r03-test-table", "r03-test-full", "r03-rung-why", "r03-claims", "r03-claims-gaps", "r03-more",
+           "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-lit-read", "r03-takeaway"),
     "04": ("c011", "r04-tie-table", "r04-tie-more", "e4a1c020", "r04-freq-fig", "r04-freq-table", "r04-freq-read", "c020",
-           "r04-ptb-table", "e4a1c029"),
+           "r04-neigh-answer", "r04-ptb-table", "e4a1c029"),
     "05": ("05-bottleneck", "5c4f3d6c", "05-trained-curves", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),

@@ -273,8 +273,8 @@ def dropout_masks(p: float = 0.5, steps: int = 10, units: int = 6, seed: int = 3
          "coordinate of $e_w$", words),
         ("locked: one mask for the sequence", np.tile(kept((units, 1)), (1, steps)), "step $t$", "unit of $h_t$",
          None),
-        (r"weight drop: one mask on $W_{hh}$", kept((units, units)), r"the same $\tilde W_{hh}$ at every step",
-         r"row of $W_{hh}$", ()),
+        (r"weight drop: one mask on $W_{hh}$, every step", kept((units, units)), "to unit of one gate (of four)",
+         r"from unit of $h_{t-1}$", ()),
     ]
     for k, (title, mask, xlabel, ylabel, ticks) in enumerate(panels):
         ax = fig.add_subplot(grid[k // 2, k % 2])
