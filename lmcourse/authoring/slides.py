@@ -180,8 +180,8 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
     "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027c", "c027f", "c027m", "c030f", "c035",
             "c038t"),
-    "03": ("r03-card", "r03-curves2-read", "bcd15267", "r03-test-table", "r03-test-full", "r03-rung-why", "r03-claims", "r03-claims-gaps", "r03-more",
-           "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-lit-read", "r03-takeaway"),
+    "03": ("r03-card", "r03-curves2-read", "bcd15267", "r03-test-table", "r03-test-full", "r03-rung-why",
+           "r03-claims", "r03-claims-gaps", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-lit-read", "r03-takeaway"),
     "04": ("c011", "r04-tie-table", "r04-tie-more", "e4a1c020", "r04-freq-fig", "r04-freq-table", "r04-freq-read", "c020",
            "r04-neigh-answer", "r04-ptb-table", "e4a1c029"),
     "05": ("05-bottleneck", "5c4f3d6c", "05-trained-curves", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
