@@ -79,6 +79,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
             ("c009b", SLIDE), ("c012", ON), ("c012m", FRAGMENT),              # three seeds against the KN 7-gram
             ("c016", SLIDE), ("c017", ON),                                    # decoding; temperature (figure)
             ("c018", SLIDE), ("c019", ON), ("c020", ON),                      # three temperatures; the slider
+            ("c023s", SLIDE), ("c023t", ON), ("c023r", FRAGMENT),             # greedy and beam search: they loop
             ("c027h", SLIDE), ("c027c", ON), ("c027f", ON), ("c027m", FRAGMENT),  # corpus card; overfitting
             ("c028", SUB),                                                    # reading the curves
             ("c029", SLIDE), ("c030f", ON), ("c031", FRAGMENT),               # the forget gates learned (figure)
@@ -178,8 +179,8 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
 HIDDEN: dict[str, tuple[str, ...]] = {
     "01": ("r01-backoff-fig", "c022", "r01-table"),                           # a diagram; a figure; the results table
     "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
-    "02b": ("c00d", "c008", "c012", "c012m", "c017", "c019", "c020", "c027c", "c027f", "c027m", "c030f", "c035",
-            "c038t"),
+    "02b": ("c00d", "c008", "c009s", "c012", "c012m", "c017", "c019", "c020", "c023t", "c027c", "c027f", "c027m",
+            "c030f", "c035", "c038t"),
     "03": ("r03-card", "r03-curves2-read", "bcd15267", "r03-test-table", "r03-test-full", "r03-rung-why",
            "r03-claims", "r03-claims-gaps", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-lit-read", "r03-takeaway"),
     "04": ("c011", "r04-tie-table", "r04-tie-more", "e4a1c020", "r04-freq-fig", "r04-freq-table", "r04-freq-read", "c020",

@@ -4,7 +4,7 @@ r"""Lesson 02b exercises: sampling temperature, a word model in bits per charact
 - ``02b.word-bits``: a word model of perplexity :math:`P` over :math:`N` words and :math:`C` characters
   spends :math:`N \log_2 P / C` bits per character.
 - ``02b.forget-share``: the share of an LSTM layer's forget-gate activations above a threshold, and
-  the number of steps :math:`k` after which a constant gate :math:`f` keeps :math:`f^k < 1/2`.
+  the number of steps :math:`\ell` after which a constant gate :math:`f` keeps :math:`f^\ell < 1/2`.
 - ``02b.early-stop``: with validation perplexities :math:`v_1, v_2, \dots` and patience :math:`p`, training
   stops after the first epoch :math:`e` with :math:`e - b_e \ge p`, where :math:`b_e` is the best epoch so far
   (the first strict minimum of :math:`v_1 \dots v_e`), and keeps epoch :math:`b_e`.
@@ -117,7 +117,7 @@ def check_forget_share(answer) -> str:
         raise Wrong("the shares are right; now set steps_to_half to a whole number of steps.")
     if int(steps) != want_steps:
         raise Wrong(f"{HALF_LIFE_GATE} to the power {int(steps)} is {HALF_LIFE_GATE ** int(steps):.3f}: find the first "
-                    f"whole k with {HALF_LIFE_GATE}^k below one half.")
+                    f"whole ℓ with {HALF_LIFE_GATE}^ℓ below one half.")
     return (f"a gate at {HALF_LIFE_GATE} halves the cell in {want_steps} steps, one at 0.5 in a single step: the gates "
             "that training pushes towards 1 are the units that remember across a sentence.")
 
