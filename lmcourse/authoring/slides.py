@@ -136,17 +136,18 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("48ad12cb", SLIDE), ("c8d6843e", ON), ("26064731", FRAGMENT),     # the cache as attention (diagram)
            ("8854e16b", SLIDE), ("41accb49", ON), ("35247d34", FRAGMENT), ("dd6a6dbf", ON),  # the cache, coded
            ("a8c7a4f4", SLIDE), ("25c8e368", ON), ("ccfb4035", ON), ("5e1a07c1", ON),  # theta and lambda (heat map)
-           ("33b7a233", FRAGMENT),
+           ("07-tuning-read", FRAGMENT),
            ("233032af", SLIDE), ("7838bead", ON), ("6e562954", ON), ("c8f5c4c3", FRAGMENT),  # who gains: names
            ("52892dca", SLIDE), ("1f06da74", ON), ("07-explorer-read", ON),   # the attention explorer, read
-           ("0da882bc", ON),
-           ("38ca9935", SLIDE), ("3c97c4fc", ON),                             # the test change over seeds
+           ("07-explorer-live", SLIDE), ("0da882bc", ON),                     # the explorer, live
+           ("38ca9935", SLIDE), ("3c97c4fc", ON), ("07-test-read", ON),       # the test change over seeds
            ("b85879bd", SLIDE), ("2d74acbc", ON)),                            # what to take away
     "08": (("ac77f668", SLIDE),                                               # the claim
            ("cc3af303", SLIDE), ("8b7a2346", ON),                             # along the stream (diagram)
            ("7678d48d", SLIDE), ("c0f0fd2f", ON),                             # the update rule, by hand
            ("006149ba", SLIDE), ("bd32cf3e", ON), ("c3afca99", FRAGMENT),     # why the order matters
            ("40e10bec", SLIDE), ("578694f1", ON), ("2ec45947", FRAGMENT),     # the rates, tuned (figure)
+           ("08-decay-read", FRAGMENT),                                       # the decay the grid picks
            ("41170763", SLIDE), ("ec194833", ON),                             # SGD against the RMS rule (figure)
            ("32878f15", SLIDE), ("0ddf8d95", ON), ("44a81cee", ON),           # adaptation or more training
            ("51e948dc", SLIDE), ("d2c3f745", ON), ("bb44924d", ON), ("dc3541b2", FRAGMENT),  # where in a document
@@ -188,8 +189,9 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "05": ("05-bottleneck", "5c4f3d6c", "05-trained-curves", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
-    "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "7838bead", "07-explorer-read", "a6d12821", "f21a9998", "2d74acbc"),
-    "08": ("8b7a2346", "ec194833", "0ddf8d95", "44a81cee", "d2c3f745", "bb44924d", "f17146d2", "0afcfd50", "07fe00b6", "4b5f33b1",
+    "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "07-tuning-read", "7838bead", "07-explorer-read", "07-test-read", "a6d12821",
+           "f21a9998", "2d74acbc"),
+    "08": ("8b7a2346", "08-decay-read", "ec194833", "0ddf8d95", "44a81cee", "d2c3f745", "bb44924d", "f17146d2", "0afcfd50", "07fe00b6", "4b5f33b1",
            "7d81f07b", "c7ae9622"),
     "09": ("03c39d8f", "09a1c0e2", "132ed614", "09a1c0f1", "09a1c0e7", "09a1c0e9", "09a1c0ec"),   # the ladder's table
                          # and drawing, the measurements' table, the mixture's split, the PTB figure and table, the take-away

@@ -432,7 +432,7 @@ def cache_attention(theta: float = 1.0):
     _say(ax, 0.15, 4.85, r"$a_i = \mathrm{softmax}_i(\theta\, h_t \cdot h_i)$ over the window $\omega$", ha="left",
          color=ORANGE)
     _say(ax, 5.0, 5.35, r"$p = (1-\lambda)\, p_{\mathrm{model}} + \lambda\, p_{\mathrm{cache}}$: no training; "
-         r"$\theta$, $\lambda$, $\omega$ tuned on validation text")
+         r"$\theta$, $\lambda$ tuned on validation text; $\omega$ fixed")
     return fig
 
 
