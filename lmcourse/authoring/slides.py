@@ -52,8 +52,10 @@ SPEAKING_S = {SLIDE: 60, SUB: 45, FRAGMENT: 20, ON: 0}
 
 DEMO: dict[str, tuple[tuple[str, str], ...]] = {
     "01": (("c000", SLIDE),                                                  # the claim
+           ("r01-corpus", SLIDE), ("r01-corpus-card", ON),                    # the corpus, its oracle and floor
            ("r01-ppl", SLIDE), ("c005", ON), ("c006", FRAGMENT),              # perplexity: 1 and V; score()
            ("r01-counts", SLIDE), ("c007", ON),                               # unseen n-grams by order (figure)
+           ("c008", SLIDE), ("c009", ON),                                     # maximum likelihood's zeros
            ("c010", SLIDE), ("c011", FRAGMENT),                               # add-k: an unseen history gets 1/V
            ("c012", SLIDE), ("c013", ON),                                     # best k per order (figure)
            ("r01-backoff", SLIDE), ("r01-backoff-fig", ON),                   # interpolation, drawn (diagram)
@@ -62,7 +64,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("r01-order", SLIDE), ("c021", ON), ("c022", ON), ("c023", FRAGMENT),  # perplexity against order
            ("r01-ptb", SLIDE), ("r01-ptb-kn5", ON), ("r01-ptb-after", FRAGMENT),  # KN5 on Penn Treebank
            ("c025", SLIDE), ("c026", ON),                                     # samples
-           ("c027", SLIDE), ("r01-table", ON),                                # the numbers
+           ("c027", SLIDE), ("r01-table", ON), ("r01-table-read", FRAGMENT),  # the numbers; sentence mode
            ("c029", SLIDE)),                                                  # what to take away
     "02": (("c000", SLIDE), ("c003", SLIDE), ("c004", FRAGMENT),              # the claim; the equations, coded
            ("r02-cell", SLIDE), ("r02-cell-fig", ON),                         # the cell, drawn (diagram)
@@ -73,7 +75,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("r02-exact", SLIDE), ("c011", ON),                                # exactly the product of forget gates
            ("c012", SLIDE), ("c013", ON),                                     # the forget bias decides
            ("c020", SLIDE), ("c021", ON), ("r02-clipfig", ON), ("c022", FRAGMENT),  # clipping, measured (figure)
-           ("r02-takeaway", SLIDE)),                                          # what to take away
+           ("r02-takeaway", SLIDE), ("r02-takeaway-t", ON)),                  # what to take away
     "02b": (("c000", SLIDE), ("c00m", SLIDE), ("c00d", ON),                   # the claim; the LSTM cell (diagram)
             ("c00s", SLIDE), ("c008", ON), ("c009", FRAGMENT),                # samples along training (seed 0)
             ("c009b", SLIDE), ("c012", ON), ("c012m", FRAGMENT),              # three seeds against the KN 7-gram
@@ -178,8 +180,10 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.
 HIDDEN: dict[str, tuple[str, ...]] = {
-    "01": ("r01-backoff-fig", "c022", "r01-table"),                           # a diagram; a figure; the results table
-    "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig"),            # two diagrams; two figures
+    "01": ("r01-corpus-card", "r01-backoff-fig", "c022", "r01-table", "r01-table-read"),  # the corpus card; a diagram;
+                                                   # a figure; the results table and its reading
+    "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig", "r02-takeaway-t"),  # two diagrams; two figures;
+                                                   # the take-away
     "02b": ("c00d", "c008", "c009s", "c012", "c012m", "c017", "c019", "c020", "c023t", "c027c", "c027f", "c027m",
             "c030f", "c035", "c038t"),
     "03": ("r03-card", "r03-curves2-read", "bcd15267", "r03-test-table", "r03-test-full", "r03-rung-why",

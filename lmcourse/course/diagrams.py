@@ -223,7 +223,9 @@ def lstm_cell():
 
 def gradient_path(steps: int = 4):
     r"""The gradient from :math:`c_t` back ``steps`` - 1 steps: along the cell path a product of forget
-    gates, :math:`\prod_j f_j`; along a plain RNN's state, a product of :math:`W_{hh}^\top\,\mathrm{diag}(\tanh')`."""
+    gates, :math:`\prod_j f_j`; along a plain RNN's state, :math:`h_t = \tanh(U_x x_t + U h_{t-1} + b)`, a product of
+    :math:`U^\top\,\mathrm{diag}(\tanh')` (``U``: the plain RNN's own :math:`d_h \times d_h` matrix, not the LSTM's stacked
+    :math:`W_{hh}`). The lag is :math:`\ell`, as in lesson 02."""
     if not 2 <= steps <= 6:
         raise ValueError(f"steps = {steps}: draw between 2 and 6 steps so the labels stay readable.")
     fig, ax = _figure(10, 4.6)
@@ -235,7 +237,7 @@ def gradient_path(steps: int = 4):
 
     for row, (y, color, state, op, label) in enumerate(
             [(3.0, RED, "c", lambda k: rf"$\times f_{{{name(k)}}}$", "LSTM: the cell path"),
-             (1.3, GREY, "h", lambda k: r"$W_{hh}^{\top}\,\mathrm{diag}(\tanh')$", "plain RNN: the state")]):
+             (1.3, GREY, "h", lambda k: r"$U^{\top}\,\mathrm{diag}(\tanh')$", "plain RNN: the state")]):
         _say(ax, 0.2, y + 0.62, label, ha="left", color=color if row == 0 else INK)
         for j, x in enumerate(xs):
             k = steps - 1 - j
@@ -244,9 +246,10 @@ def gradient_path(steps: int = 4):
                 _arrow(ax, (x - 0.5, y - 0.05), (xs[j - 1] + 0.5, y - 0.05), color=color, lw=2.5)
                 mid = (x + xs[j - 1]) / 2
                 _say(ax, mid, y - 0.55, op(k), size=SMALL if row else FS, color=color)
-    _say(ax, 5.0, 4.25, r"$\partial c_t / \partial c_{t-k} = f_t\, f_{t-1} \cdots f_{t-k+1}$: near 1 while the "
+    _say(ax, 5.0, 4.25, r"$\partial c_t / \partial c_{t-\ell} = f_t\, f_{t-1} \cdots f_{t-\ell+1}$: near 1 while the "
          r"forget gates stay open", color=RED)
-    _say(ax, 5.0, 0.3, r"$\partial h_t / \partial h_{t-k}$: $k$ matrix products, which shrink (or explode) with $k$")
+    _say(ax, 5.0, 0.3, r"$\partial h_t / \partial h_{t-\ell}$: $\ell$ matrix products, which shrink (or explode) with "
+         r"the lag $\ell$")
     return fig
 
 
