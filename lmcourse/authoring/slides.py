@@ -191,10 +191,12 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "7838bead", "07-explorer-read", "a6d12821", "f21a9998", "2d74acbc"),
     "08": ("8b7a2346", "ec194833", "0ddf8d95", "44a81cee", "d2c3f745", "bb44924d", "f17146d2", "0afcfd50", "07fe00b6", "4b5f33b1",
            "7d81f07b", "c7ae9622"),
-    "09": ("09-rungs-table", "03c39d8f", "09a1c0e2", "132ed614", "09a1c0f1", "09a1c0e7", "09a1c0e9", "09a1c0ec"),   # the ladder's table
-                         # and drawing, the measurements' table, the mixture's split, the PTB figure and table, the take-away
-    "10": ("10a1c0e0", "10-transformer-line", "10a1c0e4", "04b06b7b", "4283d270", "10-by-distance"),    # the attention block (diagram), the equal-time budget, what the
-                                                   # lesson measured
+    "09": ("09-rungs-table", "03c39d8f", "09a1c0e2", "132ed614", "09a1c0f1", "09a1c0e7", "09a1c0e9", "09a1c0ec"),
+                         # what each rung adds, the ladder's table and drawing, the measurements' table, the mixture's
+                         # split, the PTB figure and table, the take-away
+    "10": ("10a1c0e0", "10-transformer-line", "10a1c0e4", "04b06b7b", "4283d270", "10-by-distance"),
+                         # the attention block (diagram) and the heads, the equal-time budget and its curves, what the
+                         # lesson measured, the by-distance table (off the path)
 }
 
 
