@@ -72,5 +72,18 @@ def test_the_explorer_draws_the_cache_and_every_head():
     assert isinstance(shown.png, bytes) and shown.png.startswith(b"\x89PNG")
 
 
+def test_a_span_draws_only_the_last_inputs_in_readable_type():
+    import matplotlib.pyplot as plt
+
+    model = small(window=5)
+    tokens = torch.randint(0, V, (60,), generator=torch.Generator().manual_seed(2))
+    explorer = HeadsExplorer(model, tokens, theta=1.0, span=3)
+    fig = explorer.figure(20)
+    ax = fig.axes[0]
+    assert len(ax.get_xticklabels()) == 3 and ax.images[0].get_array().shape == (1 + 2 * 4, 3)
+    assert min(label.get_fontsize() for label in ax.get_xticklabels() + ax.get_yticklabels()) >= 10
+    plt.close(fig)
+
+
 def test_allowed_positions_of_the_explorer_follow_the_model_window():
     assert allowed_positions(4, 0, 2).sum(1).tolist() == [1, 2, 3, 3]

@@ -156,6 +156,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("4ba95568", SLIDE), ("f17146d2", ON), ("0afcfd50", ON), ("f6180597", FRAGMENT),  # reset at every document
            ("5192d832", SLIDE), ("c7ae9622", ON)),                            # what to take away
     "09": (("8b6c15ea", SLIDE),                                               # the claim: the ladder
+           ("09-rungs", SLIDE), ("09-rungs-table", ON),                       # what each rung adds (table)
            ("5eb86e4a", SLIDE), ("9afd36b8", ON),                             # NT-ASGD's trigger on screen
            ("8fc0ba4d", SLIDE), ("61091d21", ON),                             # variable BPTT (figure)
            ("e48560dc", SLIDE), ("03c39d8f", ON), ("005d8411", "notes"), ("59a3d7da", ON),  # the ladder (table)
@@ -165,10 +166,10 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("f0bde711", SLIDE), ("09a1c0ec", ON)),                            # what to take away
     "10": (("42c60c96", SLIDE),                                               # the claim: the cache already attends
            ("4f8abbe5", SLIDE), ("6a69b09c", ON),                             # the cache as attention, through torch
-           ("44e71592", SLIDE), ("10a1c0e0", ON),                             # the attention block (diagram)
+           ("44e71592", SLIDE), ("10a1c0e0", ON), ("10-transformer-line", FRAGMENT),  # the attention block (diagram)
            ("10a1c0e1", SLIDE), ("3e710573", ON),                             # causal attention vs the fused kernel
-           ("643a6b41", SLIDE), ("6bad3fba", ON), ("10a1c0e4", ON),           # the ladder with the Transformer,
-           ("04b06b7b", FRAGMENT),                                            # the equal-time budget; the curves
+           ("643a6b41", SLIDE), ("6bad3fba", ON),                             # the ladder with the Transformer
+           ("10-equal-time-md", SLIDE), ("10a1c0e4", ON), ("04b06b7b", FRAGMENT),  # the equal-time budget; the curves
            ("10a1c0e2", SLIDE), ("9c31d35a", ON),                             # the heads explorer
            ("10a1c0e3", SLIDE), ("4283d270", ON),                             # what the lesson measured
            ("49172fd0", SLIDE)),                                              # what to take away
@@ -197,10 +198,12 @@ HIDDEN: dict[str, tuple[str, ...]] = {
            "f21a9998", "2d74acbc"),
     "08": ("8b7a2346", "08-decay-read", "ec194833", "0ddf8d95", "44a81cee", "d2c3f745", "bb44924d", "f17146d2", "0afcfd50", "07fe00b6", "4b5f33b1",
            "7d81f07b", "c7ae9622"),
-    "09": ("03c39d8f", "09a1c0e2", "132ed614", "09a1c0f1", "09a1c0e7", "09a1c0e9", "09a1c0ec"),   # the ladder's table
-                         # and drawing, the measurements' table, the mixture's split, the PTB figure and table, the take-away
-    "10": ("10a1c0e0", "10a1c0e4", "4283d270"),    # the attention block (diagram), the equal-time budget, what the
-                                                   # lesson measured
+    "09": ("09-rungs-table", "03c39d8f", "09a1c0e2", "132ed614", "09a1c0f1", "09a1c0e7", "09a1c0e9", "09a1c0ec"),
+                         # what each rung adds, the ladder's table and drawing, the measurements' table, the mixture's
+                         # split, the PTB figure and table, the take-away
+    "10": ("10a1c0e0", "10-transformer-line", "10a1c0e4", "04b06b7b", "4283d270", "10-by-distance"),
+                         # the attention block (diagram) and the heads, the equal-time budget and its curves, what the
+                         # lesson measured, the by-distance table (off the path)
 }
 
 

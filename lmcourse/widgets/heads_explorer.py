@@ -19,6 +19,8 @@ moves with a box for :math:`t` in a widget.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from ..adapt.cache import attention as cache_attention, check_theta
@@ -97,7 +99,8 @@ def cache_copy_share(h: torch.Tensor, tokens: torch.Tensor, theta: float, window
 class HeadsExplorer:
     """The cache's weights and every head's weights at one position, over the words of the window."""
 
-    def __init__(self, model, tokens, theta: float, names: tuple = ()):
+    def __init__(self, model, tokens, theta: float, names: tuple = (), span: Optional[int] = None):
+        self.span = span  # the inputs drawn: the last ``span`` of the window (None: the whole window)
         self.tokens = check_tokens(tokens, model.config.vocab_size).cpu()
         self.vocab, self.theta, self.eos = model.vocab, check_theta(theta), model.eos
         self.window = model.config.window
@@ -125,19 +128,19 @@ class HeadsExplorer:
         import matplotlib.pyplot as plt
 
         g = self.grid(t).flip(1)  # oldest first
-        first = max(0, t - self.window)
+        first = max(0, t - self.window, t + 1 - (self.span or self.window + 1))
         words = [self.vocab.itos[int(u)] for u in self.inputs[first:t + 1]]
         g = g[:, g.size(1) - len(words):]
-        fig, ax = plt.subplots(figsize=(min(16, 1.5 + 0.32 * len(words)), 0.9 + 0.38 * len(self.rows)))
+        fig, ax = plt.subplots(figsize=(min(16, 2.5 + 0.5 * len(words)), 1.4 + 0.45 * len(self.rows)))
         ax.imshow(g.numpy(), aspect="auto", cmap="Oranges", vmin=0, vmax=max(float(g.max()), 1e-9))
-        ax.set_yticks(range(len(self.rows)), self.rows, fontsize=8)
-        ax.set_xticks(range(len(words)), words, rotation=90, fontsize=8)
+        ax.set_yticks(range(len(self.rows)), self.rows, fontsize=11)
+        ax.set_xticks(range(len(words)), words, rotation=45, ha="right", rotation_mode="anchor", fontsize=11)
         target = self.vocab.itos[int(self.tokens[t])]
         for k, word in enumerate(words[:-1]):
             if word == target:
                 ax.get_xticklabels()[k].set_color("tab:blue")
                 ax.get_xticklabels()[k].set_fontweight("bold")
-        ax.set_title(f"position {t:,}: the next word is '{target}' (in blue where it is an earlier input)", fontsize=10)
+        ax.set_title(f"position {t:,}: the next word is '{target}' (in blue where it is an earlier input)", fontsize=11)
         fig.tight_layout()
         return fig
 
