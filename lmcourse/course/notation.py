@@ -113,7 +113,9 @@ SYMBOLS: tuple[tuple[str, tuple[Symbol, ...]], ...] = (
                instead="03: $\\alpha$, $\\beta$"),
     )),
     ("Embeddings, the softmax and its bottleneck", (
-        Symbol("d", "the width of the word vectors, so of the context vector the softmax reads", "03-10",
+        Symbol("d", "the softmax's dimension: the width of the context vector it reads, and of the word vectors "
+               "where they are tied to it (03, 04); a mixture's softmaxes each read a vector of $d$ (06, 09), and "
+               "a wider layer below is given its width in words (10: \"64 numbers\")", "03-10",
                instead="04: $E$ for this width"),
         Symbol("E", "the input embedding, a $V \\times d$ matrix; $e_w$ its row for word $w$", "03, 04, 06"),
         Symbol("W", "the output embedding (the softmax's weights), $V \\times d$; tied: $W = E$", "04, 05, 06",
