@@ -115,10 +115,12 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("c986541b", SLIDE), ("48cdf944", ON),                             # the true matrix A, its corpus card
            ("463a024d", SLIDE), ("33ccfe1e", ON),                             # rank(HW^T) <= d (spectra)
            ("44b1cdf5", SLIDE), ("adb7382e", ON),                             # a shift adds at most 1 (measured)
+           ("05-ceiling-text", FRAGMENT),                                     # d + 2 is a ceiling: why not 98
            ("78ca01a2", SLIDE), ("d2a5732d", ON), ("43614684", FRAGMENT),     # the rank of the truth
            ("c3346220", SLIDE), ("b5df1043", ON), ("11793a5d", FRAGMENT),     # KL against d (figure)
            ("5ffab446", SLIDE), ("a6c8e787", ON),                             # the rank explorer
-           ("05-trained-md", SLIDE), ("05-trained-curves", ON),               # trained models: stored curves (figure)
+           ("05-trained-md", SLIDE), ("05-rich-card", ON),                    # trained models: their corpus's card
+           ("05-trained-curves", ON),                                         # their stored curves (figure)
            ("adf2dade", SLIDE), ("36b39237", ON), ("05-bound-table", FRAGMENT),  # beside the best fit (figure)
            ("05-spectra-md", SLIDE), ("55795759", ON), ("8b04fd15", FRAGMENT),   # their spectra stop at d
            ("f4ae59d1", SLIDE)),                                              # what to take away
@@ -191,7 +193,8 @@ HIDDEN: dict[str, tuple[str, ...]] = {
            "r03-claims", "r03-claims-gaps", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-lit-read", "r03-takeaway"),
     "04": ("c011", "r04-tie-table", "r04-tie-more", "e4a1c020", "r04-freq-fig", "r04-freq-table", "r04-freq-read", "c020",
            "r04-neigh-answer", "r04-ptb-table", "e4a1c029"),
-    "05": ("05-bottleneck", "5c4f3d6c", "05-trained-curves", "36b39237", "05-bound-table", "55795759", "8b04fd15"),
+    "05": ("05-bottleneck", "5c4f3d6c", "05-ceiling-text", "43614684", "05-rich-card", "05-trained-curves", "36b39237",
+           "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
     "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "07-tuning-read", "7838bead", "07-explorer-read", "07-test-read", "a6d12821",

@@ -374,14 +374,14 @@ def mos_head(K: int = 3):
         raise ValueError(f"K = {K}: draw 2 to 4 softmaxes so the boxes stay readable.")
     fig, ax = _figure(10, 5.4)
     ys = np.linspace(4.3, 2.1, K)
-    hx, tx, sx, mx = 0.75, 2.9, 6.0, 8.3
+    hx, tx, sx, mx = 0.75, 3.0, 6.1, 8.3
     _box(ax, hx, 3.0, 1.1, 0.7, r"$h_t$", color=GREY)
     for k, y in enumerate(ys, start=1):
         kk = str(k) if k < K else "K"
-        _box(ax, tx, y, 2.2, 0.6, rf"$\tanh(W_{{h,{kk}}} h_t + b)$", color=PURPLE, size=SMALL)
-        _arrow(ax, (hx + 0.55, 3.0), (tx - 1.12, y), lw=1.4)
-        _arrow(ax, (tx + 1.1, y), (sx - 1.12, y), lw=1.4)
-        _say(ax, (tx + sx) / 2, y + 0.22, rf"$h_{{t,{kk}}}$", size=SMALL)
+        _box(ax, tx, y, 2.6, 0.6, rf"$\tanh(W_{{h,{kk}}} h_t + b_{{h,{kk}}})$", color=PURPLE, size=SMALL)
+        _arrow(ax, (hx + 0.55, 3.0), (tx - 1.32, y), lw=1.4)
+        _arrow(ax, (tx + 1.3, y), (sx - 1.12, y), lw=1.4)
+        _say(ax, (tx + 1.3 + sx - 1.1) / 2, y + 0.22, rf"$h_{{t,{kk}}}$", size=SMALL)
         _box(ax, sx, y, 2.2, 0.6, rf"softmax$(W h_{{t,{kk}}} + b)$", color=BLUE, size=SMALL)
         _arrow(ax, (sx + 1.1, y), (mx - 0.3, 2.95 + (y - 3.0) * 0.15), lw=1.4)
         _say(ax, sx + 1.2, y + 0.22, rf"$p_{kk}$", size=SMALL, ha="left")
@@ -391,8 +391,8 @@ def mos_head(K: int = 3):
     _arrow(ax, (sx + 1.5, 1.0), (mx, 2.72), color=ORANGE, lw=1.8, rad=0.2)
     _say(ax, 8.7, 1.45, r"$\pi_{t,1}, \dots, \pi_{t,K}$", size=SMALL, color=ORANGE, ha="left")
     _node(ax, mx, 3.0, r"$\Sigma$", r=0.3)
-    _say(ax, mx + 0.45, 3.0, r"$p(w \mid x_{\leq t})$", ha="left", size=SMALL)
-    _say(ax, 5.0, 5.05, r"$p(w \mid x_{\leq t}) = \pi_{t,1}\, p_1(w) + \cdots + \pi_{t,K}\, p_K(w)$: the $K$ "
+    _say(ax, mx + 0.45, 3.0, r"$p(w \mid x_{<t})$", ha="left", size=SMALL)
+    _say(ax, 5.0, 5.05, r"$p(w \mid x_{<t}) = \pi_{t,1}\, p_1(w) + \cdots + \pi_{t,K}\, p_K(w)$: the $K$ "
          r"softmaxes share $W$")
     _say(ax, 5.0, 0.25, r"a mixture's log-probabilities are not held to rank $d$ (Yang et al. 2018)", size=SMALL,
          color=GREY)

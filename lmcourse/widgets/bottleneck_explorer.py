@@ -4,7 +4,7 @@ It rebuilds the embedded corpus's key -> value table :math:`A` (n_keys x n_value
 :class:`lmcourse.corpora.grammar.Params` (a fraction of a second, no corpus is written), and draws three
 panels for the chosen :math:`d`:
 
-1. the spectrum :math:`\sigma_i / \sigma_1` of the double-centred :math:`A`, split at :math:`d`: what a
+1. the spectrum :math:`\mathrm{sv}_i / \mathrm{sv}_1` of the double-centred :math:`A`, split at :math:`d`: what a
    softmax of dimension :math:`d` can build and what it must leave out;
 2. the best mean :math:`\mathrm{KL}(A \,\|\, \operatorname{softmax}(H W^\top + b))` against :math:`d`:
    the truncated SVD for every :math:`d` (instant) and the optimised fits computed so far;
@@ -73,14 +73,14 @@ class BottleneckExplorer:
         A, d = self.table(), min(self.d, min(self.table().shape))
         r = bn.min_softmax_dim(A)
         fit = self.fit(d)
-        fig = Figure(figsize=(12, 3.6), dpi=90)
+        fig = Figure(figsize=(10, 4.2), dpi=100)  # the largest a slide shows at full size: text at its size
         ax1, ax2, ax3 = fig.subplots(1, 3)
         self._draw_spectrum(ax1, A, d, r)
         self._draw_curve(ax2, d, r)
         self._draw_worst_key(ax3, A, fit)
         fig.suptitle(f"lookup table {A.shape[0]} keys x {A.shape[1]} values, sharpness "
                      f"{self.params.lookup_sharpness:g}: a softmax needs d >= {r}; here d = {d}, "
-                     f"mean KL {fit.kl:.2e} nats", fontsize=10)
+                     f"mean KL {fit.kl:.2e} nats", fontsize=11)
         fig.tight_layout()
         return fig
 
@@ -88,13 +88,13 @@ class BottleneckExplorer:
     def _draw_spectrum(ax, A, d, r):
         s = bn.spectrum(A).numpy()[:r]                           # the nonzero part (rank r)
         i = np.arange(1, len(s) + 1)
-        ax.semilogy(i[:d], s[:d], ".", color="tab:blue", label=f"kept by a d = {d} softmax")
+        ax.semilogy(i[:d], s[:d], ".", color="tab:blue", label=f"kept (d = {d})")
         ax.semilogy(i[d:], s[d:], ".", color="tab:red", label="left out")
         ax.axvline(d + 0.5, color="grey", linestyle=":")
         ax.set_xlabel("i")
-        ax.set_ylabel(r"$\sigma_i / \sigma_1$ of the centred $A$")
-        ax.set_title("spectrum", fontsize=10)
-        ax.legend(fontsize=8, loc="lower left")
+        ax.set_ylabel(r"$\mathrm{sv}_i / \mathrm{sv}_1$ of the centred $A$", fontsize=10)
+        ax.set_title("spectrum", fontsize=11)
+        ax.legend(fontsize=10, loc="lower left")
 
     def _draw_curve(self, ax, d, r):
         c = self.curve().numpy()
@@ -114,12 +114,12 @@ class BottleneckExplorer:
                     label="optimised fit", clip_on=False)
         ax.semilogy([d], shown([here]), "o", color="tab:orange", ms=9, label=f"d = {d}", clip_on=False)
         ax.axvline(r, color="black", linestyle="--", lw=0.8, label=f"d = {r}: exact")
-        ax.text(0.97, 0.97, f"on the bottom edge: exact\n(KL below {EXACT:.0e}, rounding)", transform=ax.transAxes,
-                ha="right", va="top", fontsize=7, color="0.35")
-        ax.set_xlabel("softmax dimension d")
-        ax.set_ylabel("mean KL (nats)")
-        ax.set_title("best KL against d", fontsize=10)
-        ax.legend(fontsize=8, loc="lower left")
+        ax.text(0.97, 0.97, f"bottom edge: exact\n(KL < {EXACT:.0e})", transform=ax.transAxes,
+                ha="right", va="top", fontsize=10, color="0.35")
+        ax.set_xlabel("softmax dimension d", fontsize=10)
+        ax.set_ylabel("mean KL (nats)", fontsize=10)
+        ax.set_title("best KL against d", fontsize=11)
+        ax.legend(fontsize=10, loc="lower left")
 
     @staticmethod
     def _draw_worst_key(ax, A, fit):
@@ -129,10 +129,10 @@ class BottleneckExplorer:
         order = np.argsort(-p)[:30]
         ax.bar(np.arange(len(order)), p[order], color="lightgrey", label="true p(value | key)")
         ax.plot(np.arange(len(order)), q[order], "o", color="tab:orange", ms=4, label="fitted softmax")
-        ax.set_xlabel("values, most likely first (top 30)")
-        ax.set_ylabel("probability")
-        ax.set_title(f"worst key ({k}): KL {float(kl[k]):.2e}", fontsize=10)
-        ax.legend(fontsize=8)
+        ax.set_xlabel("values, most likely first (top 30)", fontsize=10)
+        ax.set_ylabel("probability", fontsize=10)
+        ax.set_title(f"worst key ({k}): KL {float(kl[k]):.2e}", fontsize=11)
+        ax.legend(fontsize=10)
 
     # ------------------------------------------------------------------ the widget
     def widget(self) -> WithFallback:
