@@ -547,7 +547,7 @@ def attention_block(T: int = 5):
     for y in np.linspace(1.4, 4.4, T + 1)[1:-1]:
         _line(ax, [0.35, 1.05], [y, y], color=GREY, lw=1)
     _say(ax, 0.7, 4.7, r"$X$", size=FS)
-    _say(ax, 0.7, 1.1, r"$T \times d$", size=SMALL)
+    _say(ax, 0.7, 1.1, r"$T \times d_{\mathrm{model}}$", size=SMALL)
     for text, y, color in ((r"$\mathbf{Q} = X W_Q$", 4.4, RED), (r"$\mathbf{K} = X W_K$", 3.1, BLUE),
                            (r"$\mathbf{V} = X W_V$", 1.2, GREEN)):
         _box(ax, 2.45, y, 1.75, 0.6, text, color=color, size=SMALL)
