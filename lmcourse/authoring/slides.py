@@ -187,7 +187,7 @@ HIDDEN: dict[str, tuple[str, ...]] = {
                                                    # a figure; the results table and its reading
     "02": ("r02-cell-fig", "r02-gradpath", "c009", "r02-clipfig", "r02-takeaway-t"),  # two diagrams; two figures;
                                                    # the take-away
-    "02b": ("c00d", "c008", "c009s", "c012", "c012m", "c017", "c019", "c020", "c023t", "c027c", "c027f", "c027m",
+    "02b": ("c00d", "c008", "c009", "c009s", "c012", "c012m", "c017", "c019", "c020", "c023t", "c027c", "c027f", "c027m",
             "c030f", "c035", "c038t"),
     "03": ("r03-card", "r03-curves2-read", "bcd15267", "r03-test-table", "r03-test-full", "r03-rung-why",
            "r03-claims", "r03-claims-gaps", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-lit-read", "r03-takeaway"),
