@@ -193,7 +193,7 @@ HIDDEN: dict[str, tuple[str, ...]] = {
            "r03-claims", "r03-claims-gaps", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-lit-read", "r03-takeaway"),
     "04": ("c011", "r04-tie-table", "r04-tie-more", "e4a1c020", "r04-freq-fig", "r04-freq-table", "r04-freq-read", "c020",
            "r04-neigh-answer", "r04-ptb-table", "e4a1c029"),
-    "05": ("05-bottleneck", "5c4f3d6c", "05-ceiling-text", "43614684", "05-rich-card", "05-trained-curves", "36b39237",
+    "05": ("05-bottleneck", "5c4f3d6c", "05-ceiling-text", "43614684", "11793a5d", "05-rich-card", "05-trained-curves", "36b39237",
            "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
