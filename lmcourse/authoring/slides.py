@@ -125,6 +125,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("05-spectra-md", SLIDE), ("55795759", ON), ("8b04fd15", FRAGMENT),   # their spectra stop at d
            ("f4ae59d1", SLIDE)),                                              # what to take away
     "06": (("a744e7a0", SLIDE), ("4c64e531", ON),                             # the claim and the papers' rows
+           ("06-data-md", SLIDE), ("06-rich-card", ON),                      # the data: lesson 05's variant (card)
            ("06-head-md", SLIDE), ("06-head", ON),                            # the head (diagram)
            ("5f0dc960", SLIDE), ("e82eebde", ON),                             # the mixture, written out
            ("ba7fc8ec", SLIDE), ("cc403cd4", ON), ("06-rank-random-text", FRAGMENT),  # its rank beyond d (spectra)
@@ -195,7 +196,7 @@ HIDDEN: dict[str, tuple[str, ...]] = {
            "r04-neigh-answer", "r04-ptb-table", "e4a1c029"),
     "05": ("05-bottleneck", "5c4f3d6c", "05-ceiling-text", "43614684", "11793a5d", "05-rich-card", "05-trained-curves", "36b39237",
            "05-bound-table", "55795759", "8b04fd15"),
-    "06": ("06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
+    "06": ("06-rich-card", "06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
     "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "07-tuning-read", "7838bead", "07-explorer-read", "07-test-read", "a6d12821",
            "f21a9998", "2d74acbc"),

@@ -394,7 +394,7 @@ def mos_head(K: int = 3):
     _say(ax, mx + 0.45, 3.0, r"$p(w \mid x_{<t})$", ha="left", size=SMALL)
     _say(ax, 5.0, 5.05, r"$p(w \mid x_{<t}) = \pi_{t,1}\, p_1(w) + \cdots + \pi_{t,K}\, p_K(w)$: the $K$ "
          r"softmaxes share $W$")
-    _say(ax, 5.0, 0.25, r"a mixture's log-probabilities are not held to rank $d$ (Yang et al. 2018)", size=SMALL,
+    _say(ax, 5.0, 0.25, r"a mixture's log-probabilities are not held to rank $d + 2$ (Yang et al. 2018)", size=SMALL,
          color=GREY)
     return fig
 
