@@ -114,8 +114,8 @@ SYMBOLS: tuple[tuple[str, tuple[Symbol, ...]], ...] = (
     )),
     ("Embeddings, the softmax and its bottleneck", (
         Symbol("d", "the softmax's dimension: the width of the context vector it reads, and of the word vectors "
-               "where they are tied to it (03, 04); a mixture's softmaxes each read a vector of $d$ (06, 09), and "
-               "a wider layer below is given its width in words (10: \"64 numbers\")", "03-10",
+               "where they are tied to it (03, 04); a mixture's softmaxes each read a vector of $d$ (06, 09); a "
+               "Transformer layer's width is $d_{\\text{model}}$ (10)", "03-10",
                instead="04: $E$ for this width"),
         Symbol("E", "the input embedding, a $V \\times d$ matrix; $e_w$ its row for word $w$", "03, 04, 06"),
         Symbol("W", "the output embedding (the softmax's weights), $V \\times d$; tied: $W = E$", "04, 05, 06",
@@ -173,7 +173,9 @@ SYMBOLS: tuple[tuple[str, tuple[Symbol, ...]], ...] = (
                "$\\mathbf{q}_t, \\mathbf{k}_i, \\mathbf{v}_i$",
                "10", "Vaswani et al. 2017", instead="10: plain $Q, K, V$"),
         Symbol("M", "the causal mask: $0$ where $i \\le t$, $-\\infty$ where $i > t$", "10"),
-        Symbol("d_k", "a head's width, $d$ divided by the number of heads", "10", "Vaswani et al. 2017"),
+        Symbol("d_{\\text{model}}", "a Transformer layer's width: the numbers each position carries between its "
+               "blocks", "10", "Vaswani et al. 2017"),
+        Symbol("d_k", "a head's width, $d_{\\text{model}}$ divided by the number of heads", "10", "Vaswani et al. 2017"),
         Symbol("W_O", "the projection that joins the heads", "10", "Vaswani et al. 2017"),
     )),
 )
