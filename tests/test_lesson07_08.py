@@ -35,7 +35,9 @@ def test_lesson_08_keys_its_passes_and_halves_by_the_corpus_they_read(monkeypatc
     monkeypatch.setattr(lesson08, "compute_or_load", stored)
     lesson08.stored_passes(0, "cpu")
     lesson08.stored_halves(0, "cpu")
-    assert seen == [(lesson08.NAME, "embedded"), (lesson08.NAME, "embedded"), (lesson08.HALVES, "embedded")]
+    lesson08.stored_cache(0, "cpu")
+    assert seen == [(lesson08.NAME, "embedded"), (lesson08.NAME, "embedded"), (lesson08.HALVES, "embedded"),
+                    (lesson08.NAME, "embedded"), (lesson08.CACHED, "embedded")]
     assert lesson08.DATASET == config.EMBEDDED
 
 
@@ -54,12 +56,31 @@ def test_the_committed_passes_are_found_under_the_key_the_lesson_asks_for():
     corpus = course_model.ladder_corpus(course_model.ladder_params("cpu"))
     for seed in lesson08.SEEDS:
         for name, settings in ((lesson08.NAME, lesson08.pass_settings(seed, "cpu")),
-                               (lesson08.HALVES, lesson08.halves_settings(seed, "cpu"))):
+                               (lesson08.HALVES, lesson08.halves_settings(seed, "cpu")),
+                               (lesson08.CACHED, lesson08.cache_settings(seed, "cpu"))):
             key = run_key(name, settings, corpus.vocab, "cpu", lesson08.DATASET)
             assert reference.entry_for(name, key) is not None, f"{name} of seed {seed} is not committed under {key}"
         run = course_model.rung_settings(lesson08.RUNG, seed, shared)
         key = run_key(course_model.NAME, run, corpus.vocab, "cpu", config.EMBEDDED)
         assert reference.entry_for(course_model.NAME, key) is not None
+
+
+def test_the_stored_cache_over_the_static_model_is_lesson_09s_search_and_the_adapting_one_gets_its_own():
+    """with_cache's static half is lesson 09's cache search on the same validation pass, then its test perplexity;
+    its dynamic half tunes its own theta and lambda over the same grid, on the adapting model's pass."""
+    from lmcourse.adapt.cache_tuning import collect
+    from lmcourse.course.runs import lesson09
+    from lmcourse.lm import perplexity_from_nll
+    found, run, corpus = lesson08.stored_passes(0, "ci", progress=False)
+    model = run.model.eval()
+    got = json.loads(lesson08.with_cache(model, corpus, found["summary"], lesson08.grids("ci"), progress=False)["json"])
+    best = lesson09.best_cache(collect(model, corpus.valid, progress=False))
+    assert (got["static"]["theta"], got["static"]["lam"]) == (best["theta"], best["lam"])
+    by_hand = lesson09.cached(collect(model, corpus.test, progress=False), best)  # (N,) log-probabilities
+    assert got["static"]["test"] == pytest.approx(perplexity_from_nll(-float(by_hand.double().mean())), rel=1e-6)
+    grid = course_model.CACHE_GRID
+    assert got["dynamic"]["theta"] in grid["thetas"] and got["dynamic"]["lam"] in grid["lams"]
+    assert got["dynamic"]["valid"] > 1 and got["dynamic"]["test"] > 1
 
 
 @pytest.mark.parametrize("lesson, stem", [("07", "07_neural_cache"), ("08", "08_dynamic_evaluation")])

@@ -67,6 +67,7 @@ CPU_COST = {
     "06-softmax": (3, 0.5),
     "08-dyneval": (3, 2.0),
     "08-dyneval-halves": (3, 0.5),
+    "08-dyneval-cache": (3, 0.5),   # the cache over the static and the adapting model: 30 s a seed
     "09-wrappers": (3, 2.0),
     "10-transformer": (3, 2.5),
     "10-equal-time": (3, 1.0),

@@ -23,6 +23,11 @@ test document at its middle and scores each half on its own, from :math:`\varphi
 and by the chosen rule at its tuned setting: against ``reset``, it says what the weights learned in a document's
 first half is worth to its second half.
 
+A third, ``08-dyneval-cache`` (:func:`with_cache`, :func:`stored_cache`), puts lesson 07's neural cache over the
+static model and over the adapting one, each cache's :math:`\theta` and :math:`\lambda` tuned on that model's
+own validation pass, and keeps both test perplexities: the lesson loads them and re-checks a part of the adapted
+pass live.
+
 :data:`RULE` is the one home of the course's update rule and its grid, for every lesson that evaluates
 dynamically (lesson 09's ``+ dynamic evaluation`` rung included).
 """
@@ -43,14 +48,16 @@ from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...lm import perplexity_from_nll
 from ...progress import bar
 from ...store.stored_numbers import compute_or_load
-from .course_model import SEEDS, course_model, rung_settings, shared_settings
+from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
+from .course_model import CACHE_GRID, SEEDS, course_model, rung_settings, shared_settings
 
-__all__ = ["NAME", "HALVES", "RUNG", "DATASET", "RULE", "SGD_GRID", "SEGMENTS", "RUNS", "grids", "pass_settings", "rule", "tune",
+__all__ = ["NAME", "HALVES", "CACHED", "cache_settings", "with_cache", "stored_cache", "RUNG", "DATASET", "RULE", "SGD_GRID", "SEGMENTS", "RUNS", "grids", "pass_settings", "rule", "tune",
            "passes", "stored_passes", "doc_pieces", "half_pieces", "halves", "halves_settings", "stored_halves",
            "with_weights"]
 
 NAME = "08-dyneval"
 HALVES = "08-dyneval-halves"  # every document's two halves, each scored on its own (:func:`halves`)
+CACHED = "08-dyneval-cache"  # the cache over the static and the adapting model (:func:`with_cache`)
 RUNG = "AWD recipe"  # the course model's rung that lesson 08 wraps
 # The corpus the passes read, in their key: the course model's variant of the embedded corpus, whatever
 # LMCOURSE_DATASET says (the passes wrap the model committed for it), so that no setting recomputes them.
@@ -92,7 +99,13 @@ def halves_settings(seed: int, scale: str) -> dict:
     return dict(pass_settings(seed, scale), cut="document halves")
 
 
-RUNS = {NAME: _declared, HALVES: lambda scale: [halves_settings(seed, scale) for seed in SEEDS]}
+def cache_settings(seed: int, scale: str) -> dict:
+    """What decides one seed's cache numbers (:func:`with_cache`): its passes' settings and lesson 07's cache grid."""
+    return dict(pass_settings(seed, scale), cache=CACHE_GRID)
+
+
+RUNS = {NAME: _declared, HALVES: lambda scale: [halves_settings(seed, scale) for seed in SEEDS],
+        CACHED: lambda scale: [cache_settings(seed, scale) for seed in SEEDS]}
 
 
 def rule(model, grid: dict, lr: float, decay: float, stats=None, bptt: Optional[int] = None) -> DynamicEval:
@@ -194,6 +207,37 @@ def halves(model, corpus, summary: dict, grid: dict, progress: Optional[bool] = 
         shown.update(1)
     shown.close()
     return {"static": torch.cat(static).float(), "dynamic": torch.cat(dynamic).float()}
+
+
+def with_cache(model, corpus, summary: dict, grid: dict, progress: Optional[bool] = None) -> dict:
+    r"""The neural cache (Grave et al. 2017; lesson 07's grid, ``course_model.CACHE_GRID``) over the static model and
+    over the chosen rule's adapting model (its rate and decay from ``summary``'s tuning). Each cache's
+    :math:`\theta, \lambda` are the best on that model's own validation pass; ``json`` holds, per ``"static"`` and
+    ``"dynamic"``: ``theta``, ``lam``, ``window``, ``valid`` (the tuned validation perplexity) and ``test``."""
+    chosen_grid = grid["rule"]
+    best = summary["grids"][chosen_grid["method"]]
+    stats = gradient_stats(model, corpus.train, batch_size=STATS_BATCH, bptt=chosen_grid["bptt"], progress=progress)
+    adapting = rule(model, chosen_grid, best["lr"], best["decay"], stats)
+    found = {}
+    for kind, scorer in (("static", model), ("dynamic", adapting)):
+        valid, test = (collect(scorer, getattr(corpus, split), progress=progress) for split in ("valid", "test"))
+        theta, lam, ppl = cache_grid(valid, CACHE_GRID["thetas"], lams=CACHE_GRID["lams"], window=CACHE_GRID["window"],
+                                     progress=progress).best
+        log_p = cache_scores(test, theta, CACHE_GRID["window"], lam=lam)  # (N,) with the cache
+        found[kind] = dict(theta=theta, lam=lam, window=CACHE_GRID["window"], valid=float(ppl), test=_ppl(log_p))
+    return {"json": json.dumps(found)}
+
+
+def stored_cache(seed: int, scale: str, progress: Optional[bool] = None, dataset=None,
+                 recompute: Optional[bool] = None) -> dict:
+    """One seed's cache numbers (:func:`with_cache`) at ``scale``, decoded: loaded (the committed numbers, then the
+    user's cache) or computed and stored after the passes they read (:func:`stored_passes`)."""
+    found, run, corpus = stored_passes(seed, scale, progress, dataset)
+    model = run.model.to(device()).eval()
+    got = compute_or_load(CACHED, cache_settings(seed, scale),
+                          lambda: with_cache(model, corpus, found["summary"], grids(scale), progress), corpus.vocab,
+                          scale=scale, dataset=DATASET if dataset is None else dataset, recompute=recompute)
+    return dict(json.loads(got["json"]), loaded=got["loaded"])
 
 
 def stored_halves(seed: int, scale: str, progress: Optional[bool] = None, dataset=None,
