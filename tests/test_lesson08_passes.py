@@ -64,7 +64,7 @@ def test_halves_score_each_half_on_its_own_from_theta_0(model):
         assert torch.allclose(out["static"][a:b].double(), model.score(test[a:b]), atol=1e-6)
     carried = chosen.score(test[30:60])                                   # one document, its weights carried
     assert not torch.allclose(out["dynamic"][45:60].double(), carried[15:], atol=1e-6), "the middle resets"
-    assert set(lesson08.RUNS) == {lesson08.NAME, lesson08.HALVES}
+    assert set(lesson08.RUNS) == {lesson08.NAME, lesson08.HALVES, lesson08.CACHED}
     assert lesson08.halves_settings(0, "ci") == dict(lesson08.pass_settings(0, "ci"), cut="document halves")
 
 
