@@ -19,7 +19,7 @@ LESSON = "01_ngram_baseline.ipynb"  # quick at ci; a derivation, two figures and
 LEAVES = "[...document.querySelectorAll('.reveal .slides section')].filter(s => !s.querySelector('section'))"
 PRESENT_CODE = """[...document.querySelectorAll('.reveal .slides section.present .jp-CodeCell')]
     .filter(c => c.getClientRects().length && getComputedStyle(c).visibility === 'visible').map(c => ({prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent
-    || '', out: c.querySelectorAll('.jp-OutputArea-output').length, error: !!c.querySelector('[data-mime-type="application/vnd.jupyter.stderr"]') &&
+    || '', editor: [...c.querySelectorAll('.jp-InputArea-editor')].some(e => e.getClientRects().length), out: c.querySelectorAll('.jp-OutputArea-output').length, error: !!c.querySelector('[data-mime-type="application/vnd.jupyter.stderr"]') &&
     /Traceback|Error/.test(c.querySelector('[data-mime-type="application/vnd.jupyter.stderr"]').textContent)}))"""
 BROKEN_IMAGES = ("[...document.querySelectorAll('.reveal img')].filter(i => i.complete && i.naturalWidth === 0)"
                  ".length")
@@ -64,7 +64,7 @@ def test_one_slide_show_steps_through_the_demo_path(page, lab):
             problems += [f"{here}: an error output" for c in cells if c["error"]]
             problems += [f"{here}: a code cell that did not run" for c in cells
                          if not re.search(r"\d", c["prompt"]) and not c["out"]]  # a hidden input shows no prompt
-            if ran is None and cells:
+            if ran is None and any(c["editor"] for c in cells):  # a slide whose code shows (not a hidden input)
                 ran = run_one_cell(page, frame, here)
         page.keyboard.press("Space")
         page.wait_for_timeout(300)
@@ -77,8 +77,9 @@ def test_one_slide_show_steps_through_the_demo_path(page, lab):
 
 
 def run_one_cell(page, frame, here: str):
-    """Runs the first code cell of the present slide with Shift+Enter; its new prompt, or a sentence why not."""
-    before = frame.evaluate(PRESENT_CODE)[0]["prompt"]
+    """Runs the first code cell of the present slide whose input shows, with Shift+Enter; its new prompt, or a
+    sentence why not."""
+    before = next(c for c in frame.evaluate(PRESENT_CODE) if c["editor"])["prompt"]
     frame.locator(".reveal .slides section.present .jp-CodeCell .jp-InputArea-editor >> visible=true").first.click()
     page.keyboard.press("Shift+Enter")
     for _ in range(120):
