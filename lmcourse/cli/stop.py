@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sys
 import threading
 from typing import Optional
 
-GRACE_S = 2.0  # seconds the main thread has, after Ctrl-C, to stop by itself
 from .. import exit_now  # noqa: F401 (the one way to end at once after Ctrl-C; __main__ reads it here)
+
+GRACE_S = 2.0  # seconds the main thread has, after Ctrl-C, to stop by itself
 
 EXIT_INTERRUPTED = 130
 
