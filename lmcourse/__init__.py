@@ -21,9 +21,12 @@ import os as _os
 import sys as _sys
 
 
+EXIT_INTERRUPTED = 130  # the status after Ctrl-C, as shells give it (128 + SIGINT): the one home of the number
+
+
 def _interrupted_while_starting(signum, frame):  # Ctrl-C before a command's main() runs: one line, status 130
     _os.write(2, b"\nerror: interrupted while the command was starting; nothing was written.\n")
-    _os._exit(130)
+    _os._exit(EXIT_INTERRUPTED)
 
 
 def _ctrl_c_raises() -> None:
@@ -38,12 +41,12 @@ def _ctrl_c_raises() -> None:
 
 
 def exit_now(status: int) -> None:
-    """End the process at once with ``status`` when it is the Ctrl-C status (130), else return.
+    """End the process at once with ``status`` when it is the Ctrl-C status (:data:`EXIT_INTERRUPTED`), else return.
 
     Everything worth keeping is already on disk by then (files are replaced whole, the lock is the
     OS's); what is skipped is only the interpreter's tear-down, which frees a large model's tensors
     one by one and took seconds of the time from Ctrl-C to exit on a loaded machine."""
-    if status != 130:
+    if status != EXIT_INTERRUPTED:
         return
     for stream in (_sys.stdout, _sys.stderr):
         try:

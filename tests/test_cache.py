@@ -7,7 +7,8 @@ import torch
 
 from lmcourse.adapt import cache as cache_mod
 from lmcourse.adapt.cache import CacheMemory, NeuralCache, attention, global_cache, linear_cache
-from lmcourse.adapt.cache_tuning import CacheInputs, cache_scores, cache_sums, collect, grid_search, window_sweep
+from lmcourse.adapt.cache_tuning import (CacheInputs, cache_scores, cache_sums, cached, collect, grid_search,
+                                        window_sweep)
 from lmcourse.networks.models import RNNLM, LMConfig, log_softmax
 from lmcourse.vocab import Vocab
 
@@ -240,6 +241,11 @@ def test_tuning_reuses_states_and_agrees_with_the_wrapper(lstm):
     assert abs(sweep[1] - grid.ppl[1, 1].item()) < 1e-6 * sweep[1]
     per_token = cache_scores(inputs, 1.0, 15, lam=0.2, pointer_compat=True, progress=False)
     assert close(per_token, NeuralCache(model, 1.0, 0.2, 15, pointer_compat=True).score(tokens))
+    setting = grid.setting  # the chosen (theta, lam) as the lessons store it, and its scores on any text
+    assert (setting["theta"], setting["lam"], setting["ppl"]) == grid.best and setting["window"] == 15
+    assert close(cached(inputs, setting), NeuralCache(model, setting["theta"], setting["lam"], 15).score(tokens))
+    with pytest.raises(ValueError, match="read .best"):
+        glob.setting
 
 
 def test_attention_weights(data):

@@ -478,3 +478,25 @@ def test_the_authoring_check_catches_a_chain_through_the_course(tmp_path):
     edges["lmcourse.course.catalog"] = {"lmcourse.authoring.outputs"}
     assert authoring_reached(imports["01_probe.ipynb"], edges) == [
         "lmcourse.course.seeds -> lmcourse.course.catalog -> lmcourse.authoring.outputs"]
+
+
+def _literal_exit_statuses(source: str) -> list:
+    """Lines that return or exit with the Ctrl-C status written as the number 130 (not the package's name for it)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        value = node.value if isinstance(node, ast.Return) else (
+            node.args[0] if isinstance(node, ast.Call) and node.args and getattr(node.func, "attr", "") in
+            ("_exit", "exit") else None)
+        if isinstance(value, ast.Constant) and value.value == 130:
+            found.append(node.lineno)
+    return found
+
+
+def test_the_ctrl_c_status_has_one_home():
+    """130 is written once, as ``lmcourse.EXIT_INTERRUPTED``; every command returns or exits with that name."""
+    offenders = {str(p.relative_to(ROOT)): lines for p in sorted(ROOT.rglob("*.py"))
+                 if (lines := _literal_exit_statuses(p.read_text()))}
+    assert offenders == {}, f"write lmcourse.EXIT_INTERRUPTED instead of 130 at: {offenders}"
+    assert lmcourse.EXIT_INTERRUPTED == 130
+    assert _literal_exit_statuses("def f():\n    return 130\n") == [2]       # the checker sees both forms
+    assert _literal_exit_statuses("import os\nos._exit(130)\n") == [2]

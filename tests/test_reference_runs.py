@@ -1,6 +1,7 @@
 """The reference runs committed in reference_runs/: looked up first, half precision, checked by sha256,
 regenerated only on request, and still the lessons' own (settings, corpus, size)."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from lmcourse.store import reference_runs as reference
 from lmcourse.store import stored_runs
 from lmcourse.vocab import Vocab
 
+ROOT = Path(__file__).resolve().parent.parent
 AT = dict(scale="cpu", dataset="embedded")  # the key parts the store is given (it reads no global)
 
 VOCAB = Vocab(["<eos>", "a", "b", "c"])
@@ -272,7 +274,8 @@ def test_missing_runs_are_said_once_with_their_cost_before_anything_trains(monke
     assert first.count("\n") == 1 and second == "", "one sentence, before the first training only"
     assert str(tmp_path / "reference") in first and "holds no manifest.json" in first
     assert "starting with 'course-model': about 2.5 minutes of one CPU core" in first
-    assert f"about {reference.course_minutes() / 60:.1f} hours at cpu" in first
+    assert (f"at cpu: about {reference.course_minutes('embedded') / 60:.1f} hours on the embedded corpus, "
+            f"{reference.course_minutes('real text') / 60:.1f} on real text" in first)
     assert first.rstrip().endswith("to load them in seconds instead.")
 
 
@@ -318,7 +321,18 @@ def test_every_committed_run_has_a_cost_that_its_history_bears_out():
             measured = sum(seconds) / len(seconds) / 60
             stated = reference.CPU_COST[key][1]
             assert measured / 2.5 <= stated <= measured * 2.5, f"{key}: {stated} minutes stated, {measured:.1f} measured"
-    assert 1.5 < reference.course_minutes() / 60 < 4
+    # the embedded corpus's track regenerates in an afternoon; the real-text track is stated on its own
+    assert 1.5 < reference.course_minutes("embedded") / 60 < 4
+    assert reference.course_minutes() == reference.course_minutes("embedded") + reference.course_minutes("real text")
+    assert set(reference.REAL_TEXT) <= set(reference.CPU_COST), "every real-text run has a cost"
+
+
+def test_the_students_guide_states_what_each_track_of_runs_costs():
+    """docs/students.md says what the runs cost per track, in the hours CPU_COST gives (it cannot go stale)."""
+    text = " ".join((ROOT / "docs" / "students.md").read_text().split())
+    for track, where in (("embedded", "on the embedded corpus"), ("real text", "on real text")):
+        hours = f"about {reference.course_minutes(track) / 60:.1f} hours at `cpu` {where}"
+        assert hours in text, f"docs/students.md should say '{hours}' (reference_runs.CPU_COST)"
 
 
 # ----------------------------------------------------------------------- re-keying after the fingerprint changed

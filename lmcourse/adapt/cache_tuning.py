@@ -11,12 +11,14 @@ kept). Then
   :math:`\lambda` (or :math:`\alpha`) at once, a ``(n_theta, n_lam, T)`` tensor;
 - :func:`window_sweep` does the same for a list of window sizes (a log scale, as Grave et al. 2017
   explored them);
-- :func:`cache_scores` gives the per-token log-probabilities of one setting, for plots.
+- :func:`cache_scores` gives the per-token log-probabilities of one setting, for plots, and :func:`cached` those
+  of the setting a grid chose (:attr:`CacheGrid.setting`) on other text.
 
 All three give the numbers :class:`lmcourse.adapt.cache.NeuralCache` gives on the same text.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -145,6 +147,15 @@ class CacheGrid:
         i, j = divmod(k, self.ppl.shape[1])
         return self.thetas[i], self.weights[j], float(self.ppl[i, j])
 
+    @property
+    def setting(self) -> dict:
+        """The best linear cache as ``dict(theta, lam, window, ppl)`` (``ppl`` infinite where it is not a number),
+        what :func:`cached` scores other text with and what the lessons store."""
+        if self.mode != "linear":
+            raise ValueError(f"setting is the linear cache's (theta, lam); this grid is {self.mode!r}: read .best.")
+        theta, lam, ppl = self.best
+        return dict(theta=theta, lam=lam, window=self.window, ppl=ppl if math.isfinite(ppl) else math.inf)
+
 
 def grid_search(inputs: CacheInputs, thetas: Sequence[float], lams: Optional[Sequence[float]] = None,
                 alphas: Optional[Sequence[float]] = None, window: int = 2000, mode: str = "linear",
@@ -162,6 +173,12 @@ def grid_search(inputs: CacheInputs, thetas: Sequence[float], lams: Optional[Seq
     nll = torch.stack([-_mixed(inputs, l_all[i:i + 1], l_match[i:i + 1], weights, mode, window,
                                pointer_compat)[0].double().mean(-1) for i in range(len(thetas))])  # (n_theta, n_w)
     return CacheGrid(mode, window, thetas, weights, nll.exp().cpu(), inputs.ppl())  # float64: inf past MAX_LOG too
+
+
+def cached(inputs: CacheInputs, setting: dict) -> torch.Tensor:  # -> (T,) float64
+    """Per-token log-probabilities of ``inputs`` with the linear cache ``setting`` (:attr:`CacheGrid.setting`, tuned
+    on other text)."""
+    return cache_scores(inputs, setting["theta"], setting["window"], lam=setting["lam"])
 
 
 def window_sweep(inputs: CacheInputs, windows: Sequence[int], theta: float, lam: Optional[float] = None,

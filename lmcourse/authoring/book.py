@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import _ctrl_c_raises
+from .. import EXIT_INTERRUPTED, _ctrl_c_raises
 from ..checksum import atomic_write
 from ..course.rendered import drop_hidden_inputs
 from ..errors import LMCourseError, WriteError, sentence
@@ -282,7 +282,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("\nerror: interrupted; the pages written so far are complete, the index may be missing.",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     for p in pages:
         print(f"{p['file']:<36} {p['images']:3d} images  {p['widgets']} widgets as pictures")
     if mathjax_source() is None:

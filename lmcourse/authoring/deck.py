@@ -35,7 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import _ctrl_c_raises
+from .. import EXIT_INTERRUPTED, _ctrl_c_raises
 from ..checksum import atomic_write
 from ..course.rendered import drop_hidden_inputs
 from .book import MATHJAX_CONFIG, exporter, mathjax_source, static_copy, title_of
@@ -192,13 +192,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("\nerror: interrupted; reveal.js is unpacked whole or not at all, so run the command again.",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     try:
         decks = build(Path(args.out), paths)
     except KeyboardInterrupt:
         print("\nerror: interrupted; every deck written so far is complete (each is replaced whole), the index "
               "may be missing: run the command again.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     for d in decks:
         print(f"{d['file']:<44} {d['slides']:3d} slides {d['images']:3d} images")
     if not (reveal_home() / "dist" / "reveal.js").is_file():

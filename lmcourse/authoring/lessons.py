@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import _ctrl_c_raises, config, exit_now
+from .. import EXIT_INTERRUPTED, _ctrl_c_raises, config, exit_now
 from ..checksum import atomic_write, read_sealed_json, sealed_json
 from ..config import by_scale
 from ..course.catalog import NOTEBOOKS, PATTERN, REPO, check_writable, lesson_id, lessons  # noqa: F401 (the lessons, listed)
@@ -314,7 +314,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("\nerror: interrupted; the lessons that finished kept their stored runs and times, a run that "
               "was training keeps its last saved state.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _run(command: str, paths: list, scale: str) -> int:
@@ -343,7 +343,7 @@ def _run(command: str, paths: list, scale: str) -> int:
 
 
 def exit_with(status: int) -> None:
-    """End the process with ``status``; after Ctrl-C (130) at once (:func:`lmcourse.exit_now`)."""
+    """End the process with ``status``; after Ctrl-C (:data:`lmcourse.EXIT_INTERRUPTED`) at once (:func:`lmcourse.exit_now`)."""
     exit_now(status)
     sys.exit(status)
 

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import _ctrl_c_raises, config
+from .. import EXIT_INTERRUPTED, _ctrl_c_raises, config
 from .. import literature as lit
 from ..checksum import atomic_write
 from ..corpora.grammar import Params
@@ -340,7 +340,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("\nerror: interrupted; the page is written whole or not at all.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     return 0
 
 

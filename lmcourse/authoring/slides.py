@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import _ctrl_c_raises
+from .. import EXIT_INTERRUPTED, _ctrl_c_raises
 from ..checksum import atomic_write
 from ..course.catalog import NOTEBOOKS, check_writable, lesson_id, lessons
 from ..course.rendered import hide_input, input_hidden
@@ -336,7 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("\nerror: interrupted; each lesson is stamped whole or not at all.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     if status:
         print("run: python -m lmcourse.authoring.slides stamp", file=sys.stderr)
     return status

@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 
-from .. import _ctrl_c_raises
+from .. import EXIT_INTERRUPTED, _ctrl_c_raises
 from ..config import check_environment, dataset
 from ..corpora import data
 from ..corpora.oracle import Oracle
@@ -33,7 +33,7 @@ from ..lm import perplexity
 
 from .output import print_json
 
-EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_ERROR, EXIT_USAGE = 1, 2  # EXIT_INTERRUPTED (130) comes from the package's root
 
 
 class UsageError(Exception):

@@ -19,11 +19,10 @@ import socket
 import threading
 from typing import Optional
 
+from .. import EXIT_INTERRUPTED
 from .. import exit_now  # noqa: F401 (the one way to end at once after Ctrl-C; __main__ reads it here)
 
 GRACE_S = 2.0  # seconds the main thread has, after Ctrl-C, to stop by itself
-
-EXIT_INTERRUPTED = 130
 
 
 class PromptStop:

@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-from .. import _ctrl_c_raises, config
+from .. import EXIT_INTERRUPTED, _ctrl_c_raises, config
 from ..corpora import embedded
 from ..corpora.data import load_corpus
 from ..corpora.grammar import Params
-from ..errors import sentence
+from ..errors import LMCourseError, sentence
 from ..store import reference_runs as reference
 from ..store.stored_runs import corpus_fingerprint, run_key, vocabulary_fingerprint
 from ..vocab import Vocab
@@ -196,13 +196,13 @@ def main(argv=None) -> int:
             print("\n".join(found) or "The committed runs are the lessons' own.")
             return 1 if found else 0
         moved, refused = rekey_corpus(args.folder, dry_run=args.dry_run)
-    except (ValueError, OSError) as err:  # a damaged manifest, a corpus that cannot be read
+    except (LMCourseError, ValueError, OSError) as err:  # a damaged manifest, a corpus that cannot be read or had
         print(f"error: {sentence(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("\nerror: interrupted; each entry is re-keyed whole (file and manifest), so run it again to finish.",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     for old, new in moved:
         print(f"{'would move' if args.dry_run else 'moved'} {old} -> {new}")
     for line in refused:

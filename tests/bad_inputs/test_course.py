@@ -463,3 +463,17 @@ def test_pages_lessons_and_run_files_get_the_users_umask(tmp_path, capsys):
         assert stat.S_IMODE(atomic_write(tmp_path / "private.txt", "mine\n").stat().st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+def test_the_registry_check_says_in_one_sentence_that_a_corpus_cannot_be_had(capsys, monkeypatch):
+    """`python -m lmcourse.course.registry check` offline, with no copy of a committed run's corpus, was a traceback."""
+    from lmcourse.corpora.download import DownloadError
+    from lmcourse.course import registry
+
+    def offline(*args, **kwargs):
+        raise DownloadError("Could not download input.txt into data/tinyshakespeare (no network); set LMCOURSE_DATA "
+                            "to a folder that already holds the files.")
+
+    monkeypatch.setattr(registry, "problems", offline)
+    assert registry.main(["check"]) == 1
+    assert_one_sentence(capsys.readouterr().err.removeprefix("error: ").strip(), r"^Could not download input\.txt")

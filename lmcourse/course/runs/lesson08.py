@@ -48,7 +48,7 @@ from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...lm import perplexity_from_nll
 from ...progress import bar
 from ...store.stored_numbers import compute_or_load
-from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
+from ...adapt.cache_tuning import cached, collect, grid_search as cache_grid
 from .course_model import CACHE_GRID, SEEDS, course_model, rung_settings, shared_settings
 
 __all__ = ["NAME", "HALVES", "CACHED", "cache_settings", "with_cache", "stored_cache", "RUNG", "DATASET", "RULE", "SGD_GRID", "SEGMENTS", "RUNS", "grids", "pass_settings", "rule", "tune",
@@ -221,10 +221,10 @@ def with_cache(model, corpus, summary: dict, grid: dict, progress: Optional[bool
     found = {}
     for kind, scorer in (("static", model), ("dynamic", adapting)):
         valid, test = (collect(scorer, getattr(corpus, split), progress=progress) for split in ("valid", "test"))
-        theta, lam, ppl = cache_grid(valid, CACHE_GRID["thetas"], lams=CACHE_GRID["lams"], window=CACHE_GRID["window"],
-                                     progress=progress).best
-        log_p = cache_scores(test, theta, CACHE_GRID["window"], lam=lam)  # (N,) with the cache
-        found[kind] = dict(theta=theta, lam=lam, window=CACHE_GRID["window"], valid=float(ppl), test=_ppl(log_p))
+        best = cache_grid(valid, CACHE_GRID["thetas"], lams=CACHE_GRID["lams"], window=CACHE_GRID["window"],
+                          progress=progress).setting
+        found[kind] = dict(theta=best["theta"], lam=best["lam"], window=best["window"], valid=best["ppl"],
+                           test=_ppl(cached(test, best)))  # the test text with the cache
     return {"json": json.dumps(found)}
 
 

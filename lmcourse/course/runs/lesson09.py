@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from ...adapt.cache_tuning import cache_scores, collect, grid_search as cache_grid
+from ...adapt.cache_tuning import cached, collect, grid_search as cache_grid
 from ...adapt.dyneval import DynamicEval, gradient_stats
 from ...config import EMBEDDED
 from ...corpora.grammar import Params
@@ -49,13 +49,7 @@ def _finite(x: float) -> float:
 def best_cache(inputs, progress: Optional[bool] = False, grid: Optional[dict] = None) -> dict:
     """The best linear cache on ``inputs`` (validation text): theta and lam over ``grid`` (:data:`CACHE_GRID`)."""
     g = CACHE_GRID if grid is None else grid
-    theta, lam, ppl = cache_grid(inputs, g["thetas"], lams=g["lams"], window=g["window"], progress=progress).best
-    return dict(theta=theta, lam=lam, window=g["window"], ppl=_finite(ppl))
-
-
-def cached(inputs, best: dict) -> torch.Tensor:
-    """Per-token log-probabilities of ``inputs`` with the cache ``best`` (from :func:`best_cache`)."""
-    return cache_scores(inputs, best["theta"], best["window"], lam=best["lam"])
+    return cache_grid(inputs, g["thetas"], lams=g["lams"], window=g["window"], progress=progress).setting
 
 
 def _ppl(logp: torch.Tensor) -> float:

@@ -38,21 +38,31 @@ __all__ = ["RUNS", "DATASET", "BUDGETS", "SEEDS", "TRANSFORMER", "CACHE_GRID", "
 SEEDS = ladder.SEEDS
 DATASET = ladder.DATASET  # the key part of every stored run and number of this lesson: the variant it reads
 BUDGETS = ("equal parameters", "equal time")
-# The block's sizes by scale (E and d are the ladder's). EPOCHS_EQUAL_TIME at cpu: the AWD rung's 40 epochs
-# measured against the Transformer's, one epoch of each in turn on one thread (EQUAL_TIME_TIMING, below: 40 x 4.10 s
-# fit 31 epochs of 5.21 s); a run's own seconds on a shared machine tell its load.
+# The block's sizes by scale (E and d are the ladder's).
 TRANSFORMER = {
     "ci": dict(layers=1, heads=2, ffn=16, lr=3e-3, warmup=10, lr_decay=2.0, positions="learned"),
     "cpu": dict(layers=1, heads=4, ffn=128, lr=3e-3, warmup=100, lr_decay=2.0, positions="learned"),
     "gpu": dict(layers=2, heads=4, ffn=512, lr=1e-3, warmup=200, lr_decay=2.0, positions="learned"),
 }
-EPOCHS_EQUAL_TIME = {"ci": 1, "cpu": 31, "gpu": 40}
-# What set EPOCHS_EQUAL_TIME["cpu"]: one epoch of each model at cpu, timed in turn, three rounds, their medians in
-# seconds (benchmarks/bench_transformer_time.py; its table in benchmarks/README.md). The lesson prints them beside
-# what the stored runs' own clocks say; tests/test_lesson10.py checks that the count follows from them.
-# At ci and gpu the count is set, not timed.
+# What sets EPOCHS_EQUAL_TIME["cpu"]: one epoch of each model at cpu, timed in turn, three rounds, their medians in
+# seconds (benchmarks/bench_transformer_time.py; its table in benchmarks/README.md). A run's own seconds on a shared
+# machine tell its load as much as its model, so the lesson prints these beside what the stored runs' clocks say.
 EQUAL_TIME_TIMING = {"cpu": dict(awd_s=4.10, transformer_s=5.21, script="benchmarks/bench_transformer_time.py",
                                  machine="one thread of a shared 2-core CPU")}
+
+
+def epochs_for_time(target_seconds: float, seconds_per_epoch: float) -> int:
+    """The whole epochs that fit in ``target_seconds`` at ``seconds_per_epoch`` (at least one)."""
+    if not (math.isfinite(seconds_per_epoch) and seconds_per_epoch > 0):
+        raise ValueError(f"seconds_per_epoch must be a positive number, got {seconds_per_epoch!r}.")
+    return max(1, int(target_seconds // seconds_per_epoch))
+
+
+# The Transformer's epochs at equal time: at cpu as many as fit in the AWD rung's 40 epochs at the timing above
+# (40 x 4.10 s hold 31 epochs of 5.21 s); at ci and gpu the count is set, not timed.
+EPOCHS_EQUAL_TIME = {"ci": 1, "gpu": 40,
+                     "cpu": epochs_for_time(ladder.shared_settings("cpu")["epochs"] * EQUAL_TIME_TIMING["cpu"]["awd_s"],
+                                            EQUAL_TIME_TIMING["cpu"]["transformer_s"])}
 # Dynamic evaluation's grid over the Transformer: the RMS rule (Krause et al. 2018), rates reaching far lower. The RMS
 # rule divides each gradient by the root of its mean square on the training text, and on the Transformer the rate
 # that suits the LSTM takes far too large a step: on the ladder's grid (1e-5 to 3e-4) every seed chose 1e-5, the
@@ -134,13 +144,6 @@ def equal_time_numbers(settings: dict, corpus, floor: Optional[float] = None, re
     found = compute_or_load("10-equal-time", settings, compute, corpus.vocab, recompute=retrain,
                             **_key_parts(scale, dataset))
     return json.loads(found["json"])
-
-
-def epochs_for_time(target_seconds: float, seconds_per_epoch: float) -> int:
-    """The whole epochs that fit in ``target_seconds`` at ``seconds_per_epoch`` (at least one)."""
-    if not (math.isfinite(seconds_per_epoch) and seconds_per_epoch > 0):
-        raise ValueError(f"seconds_per_epoch must be a positive number, got {seconds_per_epoch!r}.")
-    return max(1, int(target_seconds // seconds_per_epoch))
 
 
 def wrapper_settings(seed: int, shared: dict, scale: str) -> dict:

@@ -24,7 +24,7 @@ from typing import Optional
 
 import torch
 
-from ...adapt.cache_tuning import collect, grid_search as cache_grid
+from ...adapt.cache_tuning import cached, collect, grid_search as cache_grid
 from ...adapt.dyneval import gradient_stats
 from ...config import by_scale, device, seed_everything
 from ...corpora.data import load_corpus
@@ -40,7 +40,6 @@ from ...training.callbacks import LivePlot
 from ...training.settings import configs
 from ...training.trainer import Trainer
 from .lesson08 import rule, tune, with_weights
-from .lesson09 import cached
 
 __all__ = ["RUNS", "LESSON", "NAME", "DATASET", "SEEDS", "RUNGS", "WRAPPERS", "RUNG", "CACHE_GRID", "DYN_GRID",
            "settings", "rung_settings", "tokens", "train", "grids", "wrapper_settings", "wrap", "wrapped", "load",
@@ -175,8 +174,7 @@ def wrap(model, streams, grid: dict, progress: Optional[bool] = None) -> dict:
     c, d = grid["cache"], grid["dyneval"]
     static = {s: collect(model, streams[s], progress=progress) for s in ("valid", "test")}
     searched = cache_grid(static["valid"], c["thetas"], lams=c["lams"], window=c["window"], progress=progress)
-    theta, lam, ppl = searched.best
-    best = dict(theta=theta, lam=lam, window=c["window"], ppl=ppl)
+    best = searched.setting
     stats = gradient_stats(model, streams["train"][:d["stats_tokens"]], batch_size=100, bptt=d["bptt"],
                            progress=progress)
     tuned = tune(model, streams["valid"][:d["tune_tokens"]], d, stats, progress)
