@@ -69,9 +69,13 @@ def cell_problems(cell: dict) -> list[str]:
 
 def never_ran(cells: list[dict], hidden=frozenset()) -> list[int]:
     """Indices of code cells with no execution count. A cell whose input is hidden (``hidden``: the course's
-    rendered cells and drawings) shows no prompt in JupyterLab: it ran when its outputs are there."""
+    rendered cells and drawings) shows no prompt in JupyterLab: it ran when its outputs are there, or when a later
+    cell has a count (Run All runs the cells in order and stops at the first error), as a hidden cell that prints
+    nothing does (a real-text section skipped without its corpus)."""
+    counted = [c["index"] for c in cells if re.search(r"\d", c["prompt"])]
+    last = max(counted, default=-1)
     return [c["index"] for c in cells if not re.search(r"\d", c["prompt"])
-            and not (c["index"] in hidden and (c["outputs"] or c["imgs"]))]
+            and not (c["index"] in hidden and (c.get("outputs") or c.get("imgs") or c["index"] < last))]
 
 
 @dataclass

@@ -51,6 +51,11 @@ def test_image_and_run_checks():
     assert [p[:13] for p in student.cell_problems(cell)] == ["an image (fig"]
     assert student.never_ran([{"index": 2, "prompt": "[3]:"}, {"index": 4, "prompt": "[ ]:"},
                               {"index": 5, "prompt": "[*]:"}]) == [4, 5]
+    # a hidden input shows no prompt: it ran if it shows an output, or if a later cell ran (Run All goes in order)
+    quiet = dict(prompt="", outputs=[], imgs=[])
+    cells = [{"index": 0, "prompt": "[1]:"}, dict(quiet, index=1), {"index": 2, "prompt": "[2]:"}, dict(quiet, index=3)]
+    assert student.never_ran(cells, hidden={1, 3}) == [3]          # the last one: nothing after it says it ran
+    assert student.never_ran(cells, hidden={3}) == [1, 3]          # a cell whose input shows needs its own count
 
 
 # ---------------------------------------------------------------------------- end to end, in Chromium
