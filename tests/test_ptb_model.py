@@ -46,3 +46,21 @@ def test_numbers_at_ci_hold_every_row_per_seed(ptb, tmp_path, monkeypatch):
         theta_at, lam_at = summary["cache_at"]
         assert summary["cache"]["theta"] == P.grids("ci")["cache"]["thetas"][theta_at]
         assert summary["cache"]["lam"] == P.grids("ci")["cache"]["lams"][lam_at]
+
+
+def test_the_committed_cpu_numbers_meet_the_real_text_bar(ptb, tmp_path, monkeypatch):
+    """Read from reference_runs/ alone (no training, an empty user cache): with the dropouts and tying, every seed's
+    PTB test perplexity is at most KN5's published 141.2 less 20%; the cache and dynamic evaluation each lower it
+    beyond the seeds' spread, and it beats the LSTM without dropout beyond the spread."""
+    from lmcourse.course.seeds import beyond_spread
+    from lmcourse.literature import published
+
+    monkeypatch.setenv("LMCOURSE_CACHE", str(tmp_path))
+    assert P.pending("cpu", ptb) is None, "every PTB result the lessons read is committed"
+    test = P.numbers("cpu", ptb, progress=False)["test"]
+    assert len(test[P.RUNG]) == len(P.SEEDS) == 3
+    assert max(test[P.RUNG]) <= 0.8 * published("ptb", "KN5").test, test[P.RUNG]
+    for row in ("+ cache", "dynamic evaluation alone", "+ dynamic evaluation"):
+        assert beyond_spread(test[row], test[P.RUNG]), (row, test[row], test[P.RUNG])
+    assert beyond_spread(test[P.RUNG], test["LSTM"]), (test[P.RUNG], test["LSTM"])
+    assert beyond_spread(test["LSTM"], test["KN5"]), (test["LSTM"], test["KN5"])

@@ -98,6 +98,10 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("r03-test-md", SLIDE), ("bcd15267", ON), ("r03-test-table", FRAGMENT),  # test perplexity over the seeds
            ("r03-rung-why", FRAGMENT),                                        # the rungs here and in 02b, 04
            ("fc16cd75", SLIDE), ("r03-claims", ON),                           # the papers' directions, to the rule
+           ("r03-ptb-md", SLIDE), ("r03-ptb-load", ON),                       # Penn Treebank: the corpus card
+           ("r03-ptb-fig-md", SLIDE), ("r03-ptb-fig", ON),                    # training against validation
+           ("r03-ptb-row-md", SLIDE), ("r03-ptb-table", ON),                  # the row and its verdict
+           ("r03-ptb-fit", "notes"), ("r03-ptb-read", "notes"),               # the overfitting ratios; how to read it
            ("e8a10b93", SLIDE), ("ca7e9f15", ON), ("r03-lit-read", FRAGMENT), # beside the literature; the order here
            ("3e7cfcdb", SLIDE), ("r03-takeaway", ON)),                        # what to take away
     "04": (("c000", SLIDE), ("r04-tied-md", SLIDE), ("r04-tied", ON),       # the claim; one matrix, two roles (diagram)
@@ -109,6 +113,7 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("r04-freq-read", FRAGMENT),
            ("r04-papers-md", SLIDE), ("c020", ON),                            # the papers' pairs
            ("c025", SLIDE), ("c026", ON), ("r04-neigh-answer", FRAGMENT),    # the neighbours explorer; the answer
+           ("r04-ptb-md", SLIDE), ("r04-ptb-load", ON), ("r04-ptb-table", ON),  # Penn Treebank: the tie's row
            ("c029", SLIDE), ("e4a1c029", ON)),                                # what to take away
     "05": (("89c26d93", SLIDE),                                               # the claim
            ("05-bottleneck-md", SLIDE), ("05-bottleneck", ON),                # the factorisation (diagram)
@@ -146,6 +151,9 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("52892dca", SLIDE), ("1f06da74", ON), ("07-explorer-read", ON),   # the attention explorer, read
            ("07-explorer-live", SLIDE), ("0da882bc", ON),                     # the explorer, live
            ("38ca9935", SLIDE), ("3c97c4fc", ON), ("07-test-read", ON),       # the test change over seeds
+           ("e354dcff", SLIDE), ("f21a9998", ON), ("452afde7", FRAGMENT),     # Penn Treebank: tuned, the change
+           ("07-ptb-papers-md", SLIDE), ("a6d12821", ON), ("07-ptb-papers-read", "notes"),  # beside the papers
+           ("3e876777", SLIDE), ("0495560a", ON), ("bdefbb5b", ON),           # the explorer on Penn Treebank
            ("b85879bd", SLIDE), ("2d74acbc", ON)),                            # what to take away
     "08": (("ac77f668", SLIDE),                                               # the claim
            ("cc3af303", SLIDE), ("8b7a2346", ON),                             # along the stream (diagram)
@@ -157,6 +165,8 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("32878f15", SLIDE), ("0ddf8d95", ON), ("44a81cee", ON),           # adaptation or more training
            ("51e948dc", SLIDE), ("d2c3f745", ON), ("bb44924d", ON), ("dc3541b2", FRAGMENT),  # where in a document
            ("4ba95568", SLIDE), ("f17146d2", ON), ("0afcfd50", ON), ("f6180597", FRAGMENT),  # reset at every document
+           ("21915fd8", SLIDE), ("7d81f07b", ON), ("4b5f33b1", FRAGMENT),     # Penn Treebank: the seeds, the control
+           ("97c23764", SLIDE), ("07fe00b6", ON),                             # beside the papers
            ("5192d832", SLIDE), ("c7ae9622", ON)),                            # what to take away
     "09": (("8b6c15ea", SLIDE),                                               # the claim: the ladder
            ("09-rungs", SLIDE), ("09-rungs-table", ON),                       # what each rung adds (table)
@@ -166,6 +176,8 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("09a1c0e1", SLIDE), ("09a1c0e2", ON),                             # the ladder, drawn (diagram)
            ("f502e3df", SLIDE), ("f46a2800", ON),                             # every validation curve
            ("09a1c0f0", SLIDE), ("09a1c0f1", ON),                             # the mixture at the lookups, beside 06
+           ("09a1c0e4", SLIDE), ("09a1c0e7", ON),                             # the ladder on Penn Treebank (figure)
+           ("09a1c0e8", SLIDE), ("09a1c0e9", ON), ("09-ptb-steps-papers", "notes"),  # our steps, the papers' steps
            ("f0bde711", SLIDE), ("09a1c0ec", ON)),                            # what to take away
     "10": (("42c60c96", SLIDE),                                               # the claim: the cache already attends
            ("4f8abbe5", SLIDE), ("6a69b09c", ON),                             # the cache as attention, through torch
@@ -178,9 +190,6 @@ DEMO: dict[str, tuple[tuple[str, str], ...]] = {
            ("49172fd0", SLIDE)),                                              # what to take away
 }
 
-# The Penn Treebank sections of lessons 03, 04, 07, 08 and 09 (issue 37) stay off the path until their runs are
-# committed: at cpu they print only that they are skipped, which no class should sit through.
-
 # Cells whose input is hidden everywhere (their output shows alone), per lesson; any cell of the lesson may be
 # listed, on the demo path or off it. A lesson not named here hides no input.
 HIDDEN: dict[str, tuple[str, ...]] = {
@@ -191,18 +200,19 @@ HIDDEN: dict[str, tuple[str, ...]] = {
     "02b": ("c00d", "c008", "c009", "c009s", "c012", "c012m", "c017", "c019", "c020", "c023t", "c027c", "c027f", "c027m",
             "c030f", "c035", "c038t"),
     "03": ("r03-card", "r03-curves2-read", "bcd15267", "r03-test-table", "r03-test-full", "r03-rung-why",
-           "r03-claims", "r03-claims-gaps", "r03-more", "r03-ptb-fig", "r03-ptb-table", "ca7e9f15", "r03-lit-read", "r03-takeaway"),
+           "r03-claims", "r03-claims-gaps", "r03-more", "r03-ptb-fig", "r03-ptb-table", "r03-ptb-fit", "ca7e9f15", "r03-lit-read", "r03-takeaway"),
     "04": ("c011", "r04-tie-table", "r04-tie-more", "e4a1c020", "r04-freq-fig", "r04-freq-table", "r04-freq-read", "c020",
            "r04-neigh-answer", "r04-ptb-table", "e4a1c029"),
     "05": ("05-bottleneck", "5c4f3d6c", "05-ceiling-text", "43614684", "11793a5d", "05-rich-card", "05-trained-curves", "36b39237",
            "05-bound-table", "55795759", "8b04fd15"),
     "06": ("06-rich-card", "06-head", "06-rank-random-text", "0c4a3760", "202629da", "2132f411", "ee747ec7", "06-groups-figure",
            "22c117c8", "06-rank-trained-figure", "531335d1", "efc2c487", "894a0243"),
-    "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "07-tuning-read", "7838bead", "07-explorer-read", "07-test-read", "a6d12821",
+    "07": ("c8d6843e", "ccfb4035", "5e1a07c1", "07-tuning-read", "7838bead", "07-explorer-read", "07-test-read", "a6d12821", "07-ptb-papers-read",
            "f21a9998", "2d74acbc"),
     "08": ("8b7a2346", "08-decay-read", "ec194833", "0ddf8d95", "44a81cee", "d2c3f745", "bb44924d", "f17146d2", "0afcfd50", "07fe00b6", "4b5f33b1",
            "7d81f07b", "c7ae9622"),
-    "09": ("09-rungs-table", "03c39d8f", "09a1c0e2", "132ed614", "09a1c0f1", "09a1c0e7", "09a1c0e9", "09a1c0ec"),
+    "09": ("09-rungs-table", "03c39d8f", "09a1c0e2", "132ed614", "09a1c0f1", "09a1c0e7", "09a1c0e9", "09-ptb-steps-papers",
+           "09a1c0ec"),
                          # what each rung adds, the ladder's table and drawing, the measurements' table, the mixture's
                          # split, the PTB figure and table, the take-away
     "10": ("10a1c0e0", "10-transformer-line", "10a1c0e4", "04b06b7b", "4283d270", "10-by-distance"),

@@ -72,10 +72,13 @@ CPU_COST = {
     "10-transformer": (3, 2.5),
     "10-equal-time": (3, 1.0),
     "10-wrappers": (3, 1.0),
+    "ptb-model": (1, 80),     # the PTB model's dropout rung, seed 0 (its weights): 13-15 epochs of about 5.5 min
+    "ptb-summary": (6, 50),   # each PTB training's numbers: training it, but seed 0 of that rung is ptb-model's
+    "ptb-wrappers": (3, 25),  # the cache and dynamic evaluation over one seed: tuning and three passes
 }
 # The runs trained on real text (Tiny Shakespeare, Penn Treebank), a track of their own: hours where the embedded
 # corpus's runs take minutes, so the two are stated apart (:func:`course_minutes`).
-REAL_TEXT = ("02b-char-lstm", "02b-char-bits")
+REAL_TEXT = ("02b-char-lstm", "02b-char-bits", "ptb-model", "ptb-summary", "ptb-wrappers")
 _announced: set = set()  # the folders already said to be missing, in this process
 
 

@@ -15,7 +15,8 @@ the run ends at the first epoch that fails to improve by 1% after the rate was d
 (``benchmarks/README.md``): at :math:`E = H = 200` one epoch takes about 5 minutes on one core (6.5 at 256), and
 the softmax over 10,000 words is most of it. Lesson 01's modified Kneser-Ney 5-gram (141.2 in the literature,
 Mikolov et al. 2011) is the baseline. Lessons 03, 04, 07, 08 and 09 read these runs (``make runs
-LESSONS=09`` trains them: the one-core hours are in the README's table).
+LESSONS=09`` trains them: their one-core hours are :data:`~lmcourse.store.reference_runs.CPU_COST`'s, and
+``docs/maintainers.md`` states them).
 """
 from __future__ import annotations
 
@@ -166,11 +167,12 @@ def _ppl(log_p: torch.Tensor) -> float:
 
 def wrap(model, streams, grid: dict, progress: Optional[bool] = None) -> dict:
     r"""The cache and dynamic evaluation over ``model`` on ``streams`` (``train``, ``valid``, ``test`` token
-    streams), each tuned on validation text alone, and the training-text control. Returns ``json`` (the tuned
-    settings, the grids' validation perplexities (``cache_grid``: theta x lambda), the test perplexities) and, per test token, ``log_p``
-    tensors: ``static``, ``cache``, ``dyneval`` (the weights carried along the stream), ``both`` (the cache with
-    its own tuned setting on the adapting model) and ``control`` (the static model after dynamic evaluation's
-    chosen rule took as many steps on training text as the test stream has segments)."""
+    streams), each tuned on validation text alone, and the training-text control. Returns ``json`` alone: the tuned
+    settings, the grids' validation perplexities (``cache_grid``: theta x lambda) and the test perplexities of
+    ``static``, ``cache``, ``dyneval`` (the weights carried along the stream), ``both`` (the cache with its own tuned
+    setting on the adapting model) and ``control`` (the static model after dynamic evaluation's chosen rule took as
+    many steps on training text as the test stream has segments). The per-token log-probabilities behind them are
+    not kept: no lesson reads them, and they would cost 1.6 MB a seed in ``reference_runs/``."""
     c, d = grid["cache"], grid["dyneval"]
     static = {s: collect(model, streams[s], progress=progress) for s in ("valid", "test")}
     searched = cache_grid(static["valid"], c["thetas"], lams=c["lams"], window=c["window"], progress=progress)
@@ -187,7 +189,7 @@ def wrap(model, streams, grid: dict, progress: Optional[bool] = None) -> dict:
     summary = dict(cache=best, cache_grid=searched.ppl.tolist(), cache_at=[c["thetas"].index(best["theta"]), c["lams"].index(best["lam"])],
                    dyneval=tuned, dyneval_at=[d["lrs"].index(tuned["lr"]), d["decays"].index(tuned["decay"])],
                    test={k: _ppl(v) for k, v in log_p.items()}, control_steps=steps)
-    return {"json": json.dumps(summary), **log_p}
+    return {"json": json.dumps(summary)}
 
 
 def wrapped(seed: int, scale: str, corpus, progress: Optional[bool] = None, recompute: Optional[bool] = None,
